@@ -2,7 +2,12 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["packages/*/src/**/*.test.ts", "services/*/src/**/*.test.ts", "tests/**/*.test.ts"],
+    include: [
+      "packages/*/src/**/*.test.ts",
+      "services/*/src/**/*.test.ts",
+      "proto/src/**/*.test.ts",
+      "tests/**/*.test.ts",
+    ],
     testTimeout: 60_000,
   },
 });
