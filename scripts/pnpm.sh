@@ -8,4 +8,7 @@ bin="$root/.tools/node_modules/.bin/pnpm"
 if [ ! -x "$bin" ] || [ "$("$bin" --version)" != "$version" ]; then
   npm install --silent --no-save --no-package-lock --prefix "$root/.tools" "pnpm@$version" >&2
 fi
+# Nested package scripts (`pnpm --filter … bench`) find the same pnpm on PATH.
+PATH="$root/.tools/node_modules/.bin:$PATH"
+export PATH
 exec "$bin" "$@"
