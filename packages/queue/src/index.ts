@@ -1,1 +1,8 @@
-export const placeholder = 1;
+export type {
+  OutgoingRecord,
+  ConsumedRecord,
+  QueueWriter,
+  ConsumedBatch,
+  PartitionListener,
+  QueueConsumer,
+} from "./queue.js";
