@@ -1,1 +1,2 @@
-export const placeholder = 1;
+export { chunkKey } from "./ref.js";
+export type { ChunkRef } from "./ref.js";
