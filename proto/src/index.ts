@@ -1,1 +1,18 @@
-export const placeholder = 1;
+/**
+ * Sieve's protobuf wire formats: Loki's push request (logproto, wire-compatible), the
+ * versioned queue record written by distributors and read by ingesters, and a bounded
+ * decoder for the raw snappy blocks Loki clients send.
+ */
+export { decodePushRequest, encodePushRequest, timestampNs } from "./push.js";
+export type { PushRequest, PushStream, PushEntry, PushTimestamp, LabelPair } from "./push.js";
+export {
+  encodeQueueRecord,
+  decodeQueueRecord,
+  QUEUE_RECORD_MAGIC,
+  QUEUE_RECORD_VERSION,
+  QUEUE_RECORD_HEADER_BYTES,
+} from "./queue-record.js";
+export type { QueueRecord, QueueEntry } from "./queue-record.js";
+export { snappyUncompress, snappyDeclaredLength } from "./snappy.js";
+export { ProtoError, PROTO_ERRORS } from "./errors.js";
+export type { ProtoErrorCode } from "./errors.js";

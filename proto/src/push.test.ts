@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import { ProtoError } from "./errors.js";
+import { decodePushRequest, encodePushRequest, timestampNs } from "./push.js";
+
+/** Protobuf bytes written field by field from Loki's push.proto numbering, not by protobufjs. */
+function handEncoded(): Uint8Array {
+  const str = (field: number, s: string): number[] => {
+    const b = [...Buffer.from(s)];
+    return [(field << 3) | 2, b.length, ...b];
+  };
+  const msg = (field: number, body: number[]): number[] => [(field << 3) | 2, body.length, ...body];
+  // Timestamp{seconds=1700000000 (varint), nanos=5}
+  const ts = [0x08, 0x80, 0xe2, 0xcf, 0xaa, 0x06, 0x10, 0x05];
+  const entry = [
+    ...msg(1, ts),
+    ...str(2, "hello"),
+    ...msg(3, [...str(1, "trace_id"), ...str(2, "abc")]),
+  ];
+  const stream = [...str(1, '{app="x"}'), ...msg(2, entry), 0x18, 0x07 /* hash = 7 */];
+  return Uint8Array.from(msg(1, stream));
+}
+
+describe("PushRequest", () => {
+  it("decodes Loki's field numbers", () => {
+    const req = decodePushRequest(handEncoded());
+    expect(req.streams).toHaveLength(1);
+    const stream = req.streams[0]!;
+    expect(stream.labels).toBe('{app="x"}');
+    const entry = stream.entries[0]!;
+    expect(entry.line).toBe("hello");
+    expect(entry.structuredMetadata).toEqual([{ name: "trace_id", value: "abc" }]);
+    expect(timestampNs(entry.timestamp)).toBe(1_700_000_000_000_000_005n);
+  });
+
+  it("encodes to the same bytes it decodes", () => {
+    const bytes = handEncoded();
+    const again = decodePushRequest(encodePushRequest(decodePushRequest(bytes)));
+    expect(again.streams[0]!.entries[0]!.line).toBe("hello");
+  });
+
+  it.each([
+    ["truncated length", Uint8Array.from([0x0a, 0x10, 0x01])],
+    ["bad wire type", Uint8Array.from([0x0f, 0x01])],
+    ["string where a message belongs", Uint8Array.from([0x0a, 0x02, 0x12, 0x05])],
+  ])("rejects %s with malformed_protobuf", (_name, bytes) => {
+    expect(() => decodePushRequest(bytes)).toThrow(ProtoError);
+    try {
+      decodePushRequest(bytes);
+    } catch (error) {
+      expect((error as ProtoError).code).toBe("malformed_protobuf");
+    }
+  });
+
+  it.each([
+    [{ seconds: 0, nanos: 0 }, 0n],
+    [{ seconds: -1, nanos: 999_999_999 }, -1n],
+    [{ seconds: { low: 0x5f5e0ff, high: 0 }, nanos: 1 }, 99_999_999_000_000_001n],
+    [null, 0n],
+  ])("timestampNs(%j) = %s", (ts, ns) => {
+    expect(timestampNs(ts)).toBe(ns);
+  });
+});

@@ -1,0 +1,73 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { ProtoError } from "./errors.js";
+import { decodeQueueRecord, encodeQueueRecord } from "./queue-record.js";
+import type { QueueRecord } from "./queue-record.js";
+
+const record: QueueRecord = {
+  tenant: "fake",
+  labels: '{app="api", env="prod"}',
+  fingerprint: 0xfedcba9876543210n,
+  entries: [
+    { timestampNs: 1_700_000_000_123_456_789n, line: "hello", structuredMetadata: [] },
+    {
+      timestampNs: -5n,
+      line: "ünïcödé ✓",
+      structuredMetadata: [{ name: "trace_id", value: "4bf92f3577b34da6" }],
+    },
+  ],
+};
+
+function codeOf(bytes: Uint8Array): string {
+  try {
+    decodeQueueRecord(bytes);
+    return "ok";
+  } catch (error) {
+    expect(error).toBeInstanceOf(ProtoError);
+    return (error as ProtoError).code;
+  }
+}
+
+describe("queue record", () => {
+  it("round-trips", () => {
+    const bytes = encodeQueueRecord(record);
+    expect([...bytes.subarray(0, 5)]).toEqual([0x53, 0x56, 0x51, 0x52, 1]);
+    expect(decodeQueueRecord(bytes)).toEqual(record);
+  });
+
+  it("round-trips any record", () => {
+    const pair = fc.record({ name: fc.string(), value: fc.string() });
+    fc.assert(
+      fc.property(
+        fc.record({
+          tenant: fc.string(),
+          labels: fc.string(),
+          fingerprint: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+          entries: fc.array(
+            fc.record({
+              timestampNs: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+              line: fc.string({ unit: "grapheme" }),
+              structuredMetadata: fc.array(pair, { maxLength: 3 }),
+            }),
+            { maxLength: 5 },
+          ),
+        }),
+        (r) => {
+          expect(decodeQueueRecord(encodeQueueRecord(r))).toEqual(r);
+        },
+      ),
+    );
+  });
+
+  it.each([
+    ["empty", () => new Uint8Array(0), "record_truncated"],
+    ["header only, cut", (b: Uint8Array) => b.subarray(0, 11), "record_truncated"],
+    ["bad magic", (b: Uint8Array) => b.with(0, 0x00), "record_bad_magic"],
+    ["version 2", (b: Uint8Array) => b.with(4, 2), "record_unsupported_version"],
+    ["flags set", (b: Uint8Array) => b.with(5, 1), "record_corrupt"],
+    ["flipped body byte", (b: Uint8Array) => b.with(20, b[20]! ^ 1), "record_bad_checksum"],
+    ["cut body", (b: Uint8Array) => b.subarray(0, b.length - 3), "record_bad_checksum"],
+  ])("rejects %s", (_name, damage, code) => {
+    expect(codeOf(damage(encodeQueueRecord(record)))).toBe(code);
+  });
+});
