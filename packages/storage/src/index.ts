@@ -1,1 +1,7 @@
-export const placeholder = 1;
+export { STORAGE_ERRORS, StorageError, isNotFound } from "./errors.js";
+export type { StorageErrorCode } from "./errors.js";
+export { MAX_KEY_BYTES, MAX_SEGMENT_BYTES, TEMP_PREFIX, validateKey } from "./keys.js";
+export type { ObjectInfo, ObjectStore } from "./store.js";
+export { FsObjectStore } from "./fs.js";
+export { S3ObjectStore, S3_DEFAULTS } from "./s3.js";
+export type { S3ObjectStoreConfig } from "./s3.js";

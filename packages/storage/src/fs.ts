@@ -1,0 +1,206 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, open, readFile, readdir, rename, stat, unlink } from "node:fs/promises";
+import { dirname, join, resolve, sep } from "node:path";
+import { StorageError } from "./errors.js";
+import {
+  TEMP_PREFIX,
+  compareUtf8,
+  prefixCanMatch,
+  validateKey,
+  validatePrefix,
+  validateRange,
+} from "./keys.js";
+import type { ObjectInfo, ObjectStore } from "./store.js";
+
+/**
+ * An {@link ObjectStore} in a directory: key `a/b/c` is the file `<root>/a/b/c`. The single
+ * process's default store, under its data directory.
+ *
+ * A put writes a temporary file in the target's directory, fsyncs it, renames it over the
+ * target and fsyncs the directory (and any directories it had to create), so after a crash
+ * the key holds the old object or the new one, and a put that returned survives the crash.
+ * Deleting leaves empty directories behind: removing them would race with a concurrent put
+ * into the same directory. A key that is a directory prefix of another key (`a` and `a/b`)
+ * cannot exist on a file system; such a put fails with `key_conflict`.
+ */
+export class FsObjectStore implements ObjectStore {
+  /** Absolute root directory; created on the first put. */
+  readonly root: string;
+
+  constructor(root: string) {
+    this.root = resolve(root);
+  }
+
+  async get(key: string): Promise<Uint8Array> {
+    const path = this.pathOf(key);
+    try {
+      return await readFile(path);
+    } catch (err) {
+      throw this.readError(err, key);
+    }
+  }
+
+  async getRange(key: string, offset: number, length: number): Promise<Uint8Array> {
+    validateRange(offset, length);
+    const path = this.pathOf(key);
+    let fh;
+    try {
+      fh = await open(path, "r");
+    } catch (err) {
+      throw this.readError(err, key);
+    }
+    try {
+      const st = await fh.stat();
+      if (!st.isFile()) throw new StorageError("not_found", key);
+      if (offset > st.size) {
+        throw new StorageError(
+          "invalid_range",
+          `offset ${offset} past the end (${st.size}) of ${key}`,
+        );
+      }
+      const n = Math.min(length, st.size - offset);
+      const out = Buffer.allocUnsafe(n);
+      let got = 0;
+      while (got < n) {
+        const { bytesRead } = await fh.read(out, got, n - got, offset + got);
+        if (bytesRead === 0) break; // shrank under us: cannot happen with atomic puts
+        got += bytesRead;
+      }
+      return got === n ? out : out.subarray(0, got);
+    } catch (err) {
+      throw this.readError(err, key);
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async head(key: string): Promise<ObjectInfo> {
+    const path = this.pathOf(key);
+    try {
+      const st = await stat(path);
+      if (!st.isFile()) throw new StorageError("not_found", key);
+      return { size: st.size };
+    } catch (err) {
+      throw this.readError(err, key);
+    }
+  }
+
+  async put(key: string, data: Uint8Array): Promise<void> {
+    const path = this.pathOf(key);
+    const dir = dirname(path);
+    let created: string | undefined;
+    try {
+      created = await mkdir(dir, { recursive: true });
+    } catch (err) {
+      if (hasCode(err, "ENOTDIR", "EEXIST")) {
+        throw new StorageError("key_conflict", `a parent of ${key} is an object`, { cause: err });
+      }
+      throw new StorageError("backend", `mkdir for ${key}`, { cause: err });
+    }
+    const tmp = join(dir, TEMP_PREFIX + randomBytes(8).toString("hex"));
+    try {
+      const fh = await open(tmp, "wx", 0o644);
+      try {
+        await fh.writeFile(data);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await rename(tmp, path);
+    } catch (err) {
+      await unlink(tmp).catch(() => undefined);
+      if (hasCode(err, "EISDIR", "ENOTEMPTY", "EEXIST")) {
+        throw new StorageError("key_conflict", `${key} is a prefix of other keys`, { cause: err });
+      }
+      throw new StorageError("backend", `put ${key}`, { cause: err });
+    }
+    // The rename is durable once its directory is synced; new directories need their
+    // parents synced too, from the first one created down to the target's directory.
+    try {
+      await fsyncDir(dir);
+      if (created !== undefined) {
+        for (let d = dir; d !== dirname(created); d = dirname(d)) await fsyncDir(dirname(d));
+      }
+    } catch (err) {
+      throw new StorageError("backend", `fsync directory of ${key}`, { cause: err });
+    }
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    validatePrefix(prefix);
+    // A directory part that no valid key can have lists nothing (and must not be joined:
+    // `..` would leave the root).
+    if (!prefixCanMatch(prefix)) return [];
+    const slash = prefix.lastIndexOf("/");
+    const dirKey = slash >= 0 ? prefix.slice(0, slash) : "";
+    const rest = prefix.slice(slash + 1);
+    const dirSegments = dirKey === "" ? [] : dirKey.split("/");
+    const keys: string[] = [];
+    // Explicit stack rather than recursion: depth is bounded by the key length anyway.
+    const stack: { dir: string; key: string; filter: string }[] = [
+      { dir: join(this.root, ...dirSegments), key: dirKey, filter: rest },
+    ];
+    for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+      let entries;
+      try {
+        entries = await readdir(top.dir, { withFileTypes: true });
+      } catch (err) {
+        if (hasCode(err, "ENOENT", "ENOTDIR")) continue; // nothing there, or deleted meanwhile
+        throw new StorageError("backend", `list ${prefix}`, { cause: err });
+      }
+      for (const e of entries) {
+        if (e.name.startsWith(TEMP_PREFIX) || !e.name.startsWith(top.filter)) continue;
+        const key = top.key === "" ? e.name : `${top.key}/${e.name}`;
+        if (e.isDirectory()) stack.push({ dir: join(top.dir, e.name), key, filter: "" });
+        else if (e.isFile()) keys.push(key);
+      }
+    }
+    return keys.sort(compareUtf8);
+  }
+
+  async delete(key: string): Promise<void> {
+    const path = this.pathOf(key);
+    try {
+      await unlink(path);
+    } catch (err) {
+      // Missing, a parent is a file, or a directory (no object by that key): nothing to do.
+      if (hasCode(err, "ENOENT", "ENOTDIR", "EISDIR", "EPERM")) return;
+      throw new StorageError("backend", `delete ${key}`, { cause: err });
+    }
+  }
+
+  /** The file of a validated key; the prefix check is a second guard behind validateKey. */
+  private pathOf(key: string): string {
+    validateKey(key);
+    const path = join(this.root, ...key.split("/"));
+    if (!path.startsWith(this.root + sep)) throw new StorageError("invalid_key", key);
+    return path;
+  }
+
+  private readError(err: unknown, key: string): StorageError {
+    if (err instanceof StorageError) return err;
+    if (hasCode(err, "ENOENT", "ENOTDIR", "EISDIR")) {
+      return new StorageError("not_found", key, { cause: err });
+    }
+    return new StorageError("backend", `read ${key}`, { cause: err });
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, "r");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+function hasCode(err: unknown, ...codes: string[]): boolean {
+  return (
+    typeof err === "object" &&
+    err !== null &&
+    "code" in err &&
+    typeof err.code === "string" &&
+    codes.includes(err.code)
+  );
+}

@@ -1,0 +1,32 @@
+/** What {@link ObjectStore.head} tells about an object. */
+export interface ObjectInfo {
+  /** Size in bytes. */
+  readonly size: number;
+}
+
+/**
+ * The object store that chunks, index segments and bloom blocks live in: the local file
+ * system (`FsObjectStore`) or S3 (`S3ObjectStore`). Both pass one contract test suite.
+ *
+ * Keys are validated by {@link validateKey} the same way in both, so a key that works on
+ * the file system works on S3 and back. Objects are written whole and atomically: a
+ * reader sees the old object or the new one, never a mix. A missing object is a
+ * `StorageError` with code `not_found`.
+ */
+export interface ObjectStore {
+  /** The whole object; `not_found` when it does not exist. */
+  get(key: string): Promise<Uint8Array>;
+  /**
+   * `length` bytes from `offset`, fewer when the object ends first (empty when `offset`
+   * is exactly the size); `invalid_range` when `offset` is past the end.
+   */
+  getRange(key: string, offset: number, length: number): Promise<Uint8Array>;
+  /** Size of the object; `not_found` when it does not exist. */
+  head(key: string): Promise<ObjectInfo>;
+  /** Writes the object whole, replacing any object under the same key. */
+  put(key: string, data: Uint8Array): Promise<void>;
+  /** Every key that starts with `prefix` (a plain string prefix), in UTF-8 byte order. */
+  list(prefix: string): Promise<string[]>;
+  /** Removes the object; removing a missing object is not an error (as in S3). */
+  delete(key: string): Promise<void>;
+}
