@@ -1,1 +1,77 @@
-export const placeholder = 1;
+/**
+ * The index side of Sieve's storage: the structured-metadata tokenizer and the per-series
+ * bloom builder the ingester fills, bloom blocks (many series' blooms in one object), index
+ * segments (a tenant's series and chunk refs per day) and the reader a querier merges them
+ * with. Every format is versioned and checksummed; see docs/formats.md.
+ */
+export {
+  CHUNK_PREFIX_BYTES,
+  chunkPrefix,
+  writeChunkPrefix,
+  prefixToken,
+  seriesTokens,
+  chunkTokens,
+  forEachNgram,
+  lineNgrams,
+  checkNgramOptions,
+} from "./tokens.js";
+export type { ChunkIdentity, MetadataPair, NgramOptions } from "./tokens.js";
+export { SeriesBloomBuilder, MISSING_REASONS } from "./builder.js";
+export type {
+  SeriesBloomOptions,
+  CoveredChunk,
+  MissingReason,
+  SeriesBloom,
+  BuilderStats,
+} from "./builder.js";
+export {
+  seriesMayContain,
+  seriesMayContainName,
+  chunkMayContain,
+  chunkMayContainToken,
+} from "./bloomtest.js";
+export type { TestableFilter } from "./bloomtest.js";
+export {
+  BLOOM_BLOCK_VERSION,
+  BLOOM_BLOCK_FOOTER_BYTES,
+  DEFAULT_TAIL_BYTES,
+  encodeBloomBlock,
+  decodeBloomBlock,
+  decodeBloomBlockFooter,
+  decodeBloomBlockIndex,
+  decodeBloomRecord,
+  readSeriesBloom,
+  BloomBlockReader,
+} from "./bloomblock.js";
+export type {
+  BloomBlockInput,
+  BloomBlockEntry,
+  EncodedBloomBlock,
+  BloomBlockFooter,
+  DecodedBloomBlock,
+  RangeSource,
+  SeriesBloomResult,
+} from "./bloomblock.js";
+export {
+  SEGMENT_VERSION,
+  dayOf,
+  dayString,
+  segmentDayPrefix,
+  segmentKey,
+  newSegmentId,
+  encodeSegment,
+  decodeSegment,
+  segmentChunkRef,
+} from "./segment.js";
+export type { BloomLocation, SegmentChunk, SegmentSeries, IndexSegment } from "./segment.js";
+export {
+  DEFAULT_MAX_QUERY_DAYS,
+  daysOverlapping,
+  listSegments,
+  mergeSegments,
+  readIndex,
+  segmentsForFlush,
+} from "./reader.js";
+export type { SegmentStore, IndexedChunk, IndexedSeries } from "./reader.js";
+export { IndexError, INDEX_ERRORS } from "./errors.js";
+export type { IndexErrorCode } from "./errors.js";

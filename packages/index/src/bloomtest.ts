@@ -1,0 +1,58 @@
+import type { Key } from "@sieve/bloom";
+import type { CoveredChunk } from "./builder.js";
+import { chunkPrefix, prefixToken } from "./tokens.js";
+
+/** What a test needs of a filter: any `@sieve/bloom` filter fits. */
+export interface TestableFilter {
+  test(key: Key): boolean;
+}
+
+/**
+ * Whether the series whose bloom is `filter` may hold a line with structured metadata
+ * `name=value`: false means certainly not, for every chunk the bloom covers. Both tokens
+ * the pair added are tested (`name=value`, then `name`), which only lowers the
+ * false-positive rate. Pass `undefined` for a missing bloom: the answer is then true.
+ */
+export function seriesMayContain(
+  filter: TestableFilter | undefined,
+  name: string,
+  value: string,
+): boolean {
+  if (filter === undefined) return true;
+  return filter.test(`${name}=${value}`) && filter.test(name);
+}
+
+/** Whether the series may hold any line with structured metadata named `name`. */
+export function seriesMayContainName(filter: TestableFilter | undefined, name: string): boolean {
+  return filter === undefined || filter.test(name);
+}
+
+/**
+ * Whether `chunk`, one of the chunks the bloom covers, may hold `name=value`. Chunks
+ * without prefixed tokens (the bloom's only chunk, or one whose tokens overflowed) get the
+ * series answer; the others are tested with their 20-byte prefix.
+ */
+export function chunkMayContain(
+  filter: TestableFilter | undefined,
+  chunk: CoveredChunk,
+  name: string,
+  value: string,
+): boolean {
+  if (!seriesMayContain(filter, name, value)) return false;
+  if (filter === undefined || !chunk.prefixed) return true;
+  const prefix = chunkPrefix(chunk);
+  return (
+    filter.test(prefixToken(prefix, `${name}=${value}`)) && filter.test(prefixToken(prefix, name))
+  );
+}
+
+/** Whether `chunk` may hold the n-gram (or any raw token) `token`, prefixed as the builder does. */
+export function chunkMayContainToken(
+  filter: TestableFilter | undefined,
+  chunk: CoveredChunk,
+  token: string,
+): boolean {
+  if (filter === undefined) return true;
+  if (!filter.test(token)) return false;
+  return !chunk.prefixed || filter.test(prefixToken(chunkPrefix(chunk), token));
+}

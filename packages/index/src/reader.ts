@@ -1,0 +1,201 @@
+import { chunkKey, type ChunkRef } from "@sieve/chunk";
+import { IndexError } from "./errors.js";
+import {
+  dayOf,
+  decodeSegment,
+  segmentDayPrefix,
+  type BloomLocation,
+  type IndexSegment,
+  type SegmentChunk,
+  type SegmentSeries,
+} from "./segment.js";
+
+/** What the index reader needs of an object store: list by prefix and get. */
+export interface SegmentStore {
+  /** Keys under `prefix`, in any order. */
+  list(prefix: string): Promise<readonly string[]>;
+  get(key: string): Promise<Uint8Array>;
+}
+
+/** A chunk as a querier gets it from the index: its ref, key, and where its bloom is. */
+export interface IndexedChunk {
+  readonly ref: ChunkRef;
+  readonly key: string;
+  readonly bytes: number;
+  readonly entries: number;
+  /** Whether the chunk's prefixed tokens are in its bloom. */
+  readonly prefixed: boolean;
+  readonly bloom: BloomLocation;
+}
+
+/** A series and its chunks in a time range, merged over segments. */
+export interface IndexedSeries {
+  readonly fingerprint: bigint;
+  readonly labels: string;
+  /** Ordered by from, through, checksum; each chunk once. */
+  readonly chunks: readonly IndexedChunk[];
+}
+
+/** Days a query may span (a bound on listing, not on retention): 400. */
+export const DEFAULT_MAX_QUERY_DAYS = 400;
+
+/** The UTC days that [from, through] (ns, inclusive) touches, oldest first. */
+export function daysOverlapping(
+  from: bigint,
+  through: bigint,
+  maxDays = DEFAULT_MAX_QUERY_DAYS,
+): number[] {
+  if (through < from)
+    throw new IndexError("invalid_argument", `through ${through} before from ${from}`);
+  const first = Math.max(0, dayOf(from));
+  const last = dayOf(through);
+  if (last - first + 1 > maxDays)
+    throw new IndexError("invalid_argument", `${last - first + 1} days (max ${maxDays})`);
+  const days: number[] = [];
+  for (let day = first; day <= last; day++) days.push(day);
+  return days;
+}
+
+/** Keys of a tenant's segments for the days [from, through] touches, sorted (oldest first). */
+export async function listSegments(
+  store: SegmentStore,
+  tenant: string,
+  from: bigint,
+  through: bigint,
+  maxDays = DEFAULT_MAX_QUERY_DAYS,
+): Promise<string[]> {
+  const keys: string[] = [];
+  for (const day of daysOverlapping(from, through, maxDays)) {
+    const prefix = segmentDayPrefix(tenant, day);
+    for (const key of await store.list(prefix)) {
+      if (key.startsWith(prefix) && !key.slice(prefix.length).includes("/")) keys.push(key);
+    }
+  }
+  return keys.sort();
+}
+
+/**
+ * Series → chunk refs over [from, through] from decoded segments of one tenant: chunks
+ * outside the range are left out, a chunk listed twice (a chunk across midnight is in both
+ * days' segments; a replayed flush writes it again) appears once, preferring a listing whose
+ * bloom is in a block. A segment of another tenant is `invalid_argument`.
+ */
+export function mergeSegments(
+  tenant: string,
+  segments: readonly IndexSegment[],
+  from: bigint,
+  through: bigint,
+): IndexedSeries[] {
+  const series = new Map<bigint, { labels: string; chunks: Map<string, IndexedChunk> }>();
+  for (const segment of segments) {
+    if (segment.tenant !== tenant) {
+      throw new IndexError(
+        "invalid_argument",
+        `a segment of tenant ${JSON.stringify(segment.tenant)}`,
+      );
+    }
+    for (const s of segment.series) {
+      let merged = series.get(s.fingerprint);
+      for (const c of s.chunks) {
+        if (c.through < from || c.from > through) continue;
+        if (merged === undefined) {
+          merged = { labels: s.labels, chunks: new Map() };
+          series.set(s.fingerprint, merged);
+        }
+        const id = `${c.from}-${c.through}-${c.checksum}`;
+        const seen = merged.chunks.get(id);
+        if (seen !== undefined && !(seen.bloom.kind === "missing" && s.bloom.kind === "block"))
+          continue;
+        merged.chunks.set(id, indexed(tenant, s, c));
+      }
+    }
+  }
+  const out: IndexedSeries[] = [];
+  for (const [fingerprint, { labels, chunks }] of series) {
+    const sorted = [...chunks.values()].sort(
+      (a, b) =>
+        compare(a.ref.from, b.ref.from) ||
+        compare(a.ref.through, b.ref.through) ||
+        a.ref.checksum - b.ref.checksum,
+    );
+    out.push({ fingerprint, labels, chunks: sorted });
+  }
+  return out.sort((a, b) => compare(a.fingerprint, b.fingerprint));
+}
+
+function indexed(tenant: string, s: SegmentSeries, c: SegmentChunk): IndexedChunk {
+  const ref: ChunkRef = {
+    tenant,
+    fingerprint: s.fingerprint,
+    from: c.from,
+    through: c.through,
+    checksum: c.checksum,
+  };
+  return {
+    ref,
+    key: chunkKey(ref),
+    bytes: c.bytes,
+    entries: c.entries,
+    prefixed: c.prefixed,
+    bloom: s.bloom,
+  };
+}
+
+function compare(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * A querier's whole read of the index: list the tenant's segments of the days the range
+ * touches, decode each (damage throws an {@link IndexError} naming the key), merge.
+ */
+export async function readIndex(
+  store: SegmentStore,
+  tenant: string,
+  from: bigint,
+  through: bigint,
+  maxDays = DEFAULT_MAX_QUERY_DAYS,
+): Promise<IndexedSeries[]> {
+  const keys = await listSegments(store, tenant, from, through, maxDays);
+  const segments: IndexSegment[] = [];
+  for (const key of keys) {
+    try {
+      segments.push(decodeSegment(await store.get(key)));
+    } catch (error) {
+      if (!(error instanceof IndexError)) throw error;
+      const wrapped = new IndexError(error.code, `${key}: ${error.message}`);
+      wrapped.cause = error;
+      throw wrapped;
+    }
+  }
+  return mergeSegments(tenant, segments, from, through);
+}
+
+/**
+ * Splits one flush's series into a segment per UTC day their chunks touch: a chunk across
+ * midnight goes into both days' segments (the reader keeps it once).
+ */
+export function segmentsForFlush(tenant: string, series: readonly SegmentSeries[]): IndexSegment[] {
+  const byDay = new Map<number, Map<bigint, SegmentSeries>>();
+  for (const s of series) {
+    for (const c of s.chunks) {
+      const first = Math.max(0, dayOf(c.from));
+      const last = dayOf(c.through);
+      if (last - first >= DEFAULT_MAX_QUERY_DAYS) {
+        throw new IndexError("invalid_argument", `a chunk across ${last - first + 1} days`);
+      }
+      for (let day = first; day <= last; day++) {
+        let ofDay = byDay.get(day);
+        if (ofDay === undefined) {
+          ofDay = new Map<bigint, SegmentSeries>();
+          byDay.set(day, ofDay);
+        }
+        const seen = ofDay.get(s.fingerprint);
+        ofDay.set(s.fingerprint, { ...s, chunks: seen === undefined ? [c] : [...seen.chunks, c] });
+      }
+    }
+  }
+  return [...byDay.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([day, m]) => ({ tenant, day, series: [...m.values()] }));
+}

@@ -1,0 +1,131 @@
+/*
+ * Tokens that go into a series' bloom, as Loki 3.3+ makes them
+ * (pkg/storage/bloom/v1/tokenizer.go, StructuredMetadataTokenizer): for a structured metadata
+ * pair name=value on a line of chunk c, the tokens
+ *
+ *   name   name=value   prefix(c)+name   prefix(c)+name=value
+ *
+ * The unprefixed pair lets a gateway skip a whole series; the prefixed pair, single chunks.
+ *
+ * prefix(c) is 20 bytes, as Loki's prefixForChunkRef: from as a big-endian int64, through
+ * as a big-endian int64, checksum as a big-endian uint32. Loki's from and through are
+ * milliseconds; Sieve's are the chunk ref's nanoseconds, so the bytes differ from Loki's for
+ * the same chunk. A prefixed token is those 20 bytes followed by the UTF-8 bytes of the
+ * token, hashed as bytes.
+ */
+import { IndexError } from "./errors.js";
+
+/** What identifies a chunk inside its series: the parts of its `ChunkRef` that prefix tokens. */
+export interface ChunkIdentity {
+  /** Earliest entry timestamp, ns. */
+  readonly from: bigint;
+  /** Latest entry timestamp, ns. */
+  readonly through: bigint;
+  /** CRC-32C of the chunk object. */
+  readonly checksum: number;
+}
+
+/** One structured metadata pair of an entry. */
+export interface MetadataPair {
+  readonly name: string;
+  readonly value: string;
+}
+
+/** Line n-grams: `length` code points, starting every `skip + 1` code points (Loki's n and skip). */
+export interface NgramOptions {
+  readonly length: number;
+  readonly skip: number;
+}
+
+/** Bytes of a chunk prefix: two int64 and a uint32. */
+export const CHUNK_PREFIX_BYTES = 20;
+
+/** The 20-byte prefix of `chunk`'s tokens (see the top of this file). */
+export function chunkPrefix(chunk: ChunkIdentity): Uint8Array {
+  const out = new Uint8Array(CHUNK_PREFIX_BYTES);
+  writeChunkPrefix(chunk, out);
+  return out;
+}
+
+/** Writes `chunk`'s prefix into out[0, 20). */
+export function writeChunkPrefix(chunk: ChunkIdentity, out: Uint8Array): void {
+  const view = new DataView(out.buffer, out.byteOffset, CHUNK_PREFIX_BYTES);
+  view.setBigInt64(0, chunk.from, false);
+  view.setBigInt64(8, chunk.through, false);
+  view.setUint32(16, chunk.checksum >>> 0, false);
+}
+
+const encoder = new TextEncoder();
+
+/** `prefix` followed by the UTF-8 bytes of `token`: the key a prefixed token is hashed as. */
+export function prefixToken(prefix: Uint8Array, token: string): Uint8Array {
+  const out = new Uint8Array(prefix.length + token.length * 3);
+  out.set(prefix);
+  const { written } = encoder.encodeInto(token, out.subarray(prefix.length));
+  return out.subarray(0, prefix.length + written);
+}
+
+/** The series-level (unprefixed) tokens of a pair: `name` and `name=value`. */
+export function seriesTokens(name: string, value: string): [string, string] {
+  return [name, `${name}=${value}`];
+}
+
+/** The chunk-level tokens of a pair in `chunk`: `name` and `name=value`, prefixed. */
+export function chunkTokens(
+  chunk: ChunkIdentity,
+  name: string,
+  value: string,
+): [Uint8Array, Uint8Array] {
+  const prefix = chunkPrefix(chunk);
+  return [prefixToken(prefix, name), prefixToken(prefix, `${name}=${value}`)];
+}
+
+/** Checks n-gram options; a bad value is `invalid_argument`. */
+export function checkNgramOptions(options: NgramOptions): void {
+  const { length, skip } = options;
+  if (!(Number.isInteger(length) && length >= 1 && length <= 64)) {
+    throw new IndexError("invalid_argument", `n-gram length ${length} (1..64)`);
+  }
+  if (!(Number.isInteger(skip) && skip >= 0 && skip <= 64)) {
+    throw new IndexError("invalid_argument", `n-gram skip ${skip} (0..64)`);
+  }
+}
+
+/**
+ * Calls `visit` with each n-gram of `line`: the `length` code points starting at code point
+ * 0, skip+1, 2(skip+1), … while a whole n-gram fits (Loki's ngram tokenizer). Lines without
+ * surrogate pairs (nearly all) are cut with `substring`, no per-code-point work.
+ */
+export function forEachNgram(
+  line: string,
+  options: NgramOptions,
+  visit: (gram: string) => void,
+): void {
+  const { length, skip } = options;
+  const step = skip + 1;
+  if (!/[\uD800-\uDFFF]/.test(line)) {
+    for (let i = 0; i + length <= line.length; i += step) visit(line.substring(i, i + length));
+    return;
+  }
+  const starts: number[] = [];
+  for (let i = 0; i < line.length; i++) {
+    starts.push(i);
+    const unit = line.charCodeAt(i);
+    if (unit >= 0xd800 && unit < 0xdc00 && i + 1 < line.length) {
+      const next = line.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next < 0xe000) i++;
+    }
+  }
+  starts.push(line.length);
+  for (let i = 0; i + length < starts.length; i += step) {
+    visit(line.substring(starts[i]!, starts[i + length]));
+  }
+}
+
+/** The n-grams of `line`, in order (see {@link forEachNgram}). */
+export function lineNgrams(line: string, options: NgramOptions): string[] {
+  checkNgramOptions(options);
+  const out: string[] = [];
+  forEachNgram(line, options, (gram) => out.push(gram));
+  return out;
+}
