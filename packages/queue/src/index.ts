@@ -6,3 +6,8 @@ export type {
   PartitionListener,
   QueueConsumer,
 } from "./queue.js";
+export { QueueError, QUEUE_ERRORS } from "./errors.js";
+export type { QueueErrorCode } from "./errors.js";
+export { openWal, WalWriter, WalConsumer } from "./wal/wal.js";
+export type { LocalWal, WalOptions } from "./wal/wal.js";
+export type { WalStats } from "./wal/partition.js";
