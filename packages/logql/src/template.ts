@@ -1,0 +1,548 @@
+/**
+ * The subset of Go's text/template that Loki's `line_format` and `label_format` use:
+ * text, `{{ .label }}`, literals, function calls, pipes, parentheses, `{{- -}}` trimming,
+ * comments and `if`/`else if`/`else`/`end`. Written by hand because no npm package speaks
+ * Go's template syntax; unknown functions and actions fail at parse time with the name,
+ * never as a silent empty string at run time. Functions follow Loki's docs (`template`
+ * functions and the sprig ones Loki registers).
+ */
+import { compileRegex } from "./regex.js";
+
+/** A template that does not parse, with Go's wording where it has one. */
+export class TemplateSyntaxError extends Error {
+  override readonly name = "TemplateSyntaxError";
+}
+
+/** A template that failed while running on a line (Loki sets `__error__=TemplateFormatErr`). */
+export class TemplateExecError extends Error {
+  override readonly name = "TemplateExecError";
+}
+
+/** What a template reads: labels by name, the line and its timestamp. */
+export interface TemplateInput {
+  label(name: string): string | undefined;
+  line: string;
+  timestampNs: bigint;
+}
+
+interface Time {
+  ns: bigint;
+}
+type Value = string | number | boolean | Time | null;
+
+type Arg =
+  | { t: "field"; name: string }
+  | { t: "dot" }
+  | { t: "lit"; v: Value }
+  | { t: "fn"; name: string }
+  | { t: "sub"; p: Pipeline };
+type Command = Arg[];
+type Pipeline = Command[];
+type Node =
+  | { t: "text"; s: string }
+  | { t: "out"; p: Pipeline }
+  | { t: "if"; branches: { cond: Pipeline; body: Node[] }[]; otherwise: Node[] };
+
+/** A compiled template: call it per entry. */
+export type Template = (input: TemplateInput) => string;
+
+const MAX_TEMPLATE_BYTES = 64 * 1024;
+
+/** Parses `src`; throws {@link TemplateSyntaxError}. A template without actions costs nothing to run. */
+export function compileTemplate(src: string): Template {
+  if (src.length > MAX_TEMPLATE_BYTES) throw new TemplateSyntaxError("template too large");
+  const nodes = parseTemplate(src);
+  if (nodes.length === 0) return () => "";
+  const only = nodes[0]!;
+  if (nodes.length === 1 && only.t === "text") {
+    const s = only.s;
+    return () => s;
+  }
+  return (input) => {
+    let out = "";
+    const run = (list: Node[]): void => {
+      for (const node of list) {
+        if (node.t === "text") out += node.s;
+        else if (node.t === "out") out += show(evalPipeline(node.p, input));
+        else {
+          const hit = node.branches.find((b) => truthy(evalPipeline(b.cond, input)));
+          run(hit === undefined ? node.otherwise : hit.body);
+        }
+      }
+    };
+    run(nodes);
+    return out;
+  };
+}
+
+/** Names of the labels a template reads (`.name`), for callers that need to know. */
+export function templateFields(src: string): string[] {
+  const out = new Set<string>();
+  for (const m of src.matchAll(/\.([A-Za-z_][A-Za-z0-9_]*)/g)) out.add(m[1]!);
+  return [...out];
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing
+
+interface Action {
+  body: string;
+  at: number;
+}
+
+function parseTemplate(src: string): Node[] {
+  // Split into text and actions, applying `{{-` / `-}}` trimming.
+  const parts: (string | Action)[] = [];
+  let i = 0;
+  while (i < src.length) {
+    const open = src.indexOf("{{", i);
+    if (open < 0) {
+      parts.push(src.slice(i));
+      break;
+    }
+    let text = src.slice(i, open);
+    let j = open + 2;
+    if (src[j] === "-" && /\s/.test(src[j + 1] ?? "")) {
+      text = text.trimEnd();
+      j += 2;
+    }
+    parts.push(text);
+    // Find the closing braces outside string literals.
+    let k = j;
+    let quote = "";
+    while (k < src.length) {
+      const ch = src[k]!;
+      if (quote !== "") {
+        if (ch === "\\" && quote === '"') k++;
+        else if (ch === quote) quote = "";
+      } else if (ch === '"' || ch === "`") quote = ch;
+      else if (src.startsWith("}}", k)) break;
+      k++;
+    }
+    if (k >= src.length) throw new TemplateSyntaxError("template: unclosed action");
+    let body = src.slice(j, k);
+    let next = k + 2;
+    if (/\s-$/.test(body)) {
+      body = body.slice(0, -2);
+      while (next < src.length && /\s/.test(src[next]!)) next++;
+    }
+    parts.push({ body, at: j });
+    i = next;
+  }
+
+  let pos = 0;
+  const parseList = (endOn: Set<string>): { nodes: Node[]; end: string; endArg: string } => {
+    const nodes: Node[] = [];
+    while (pos < parts.length) {
+      const part = parts[pos++]!;
+      if (typeof part === "string") {
+        if (part !== "") nodes.push({ t: "text", s: part });
+        continue;
+      }
+      const body = part.body.trim();
+      if (body.startsWith("/*")) {
+        if (!body.endsWith("*/")) throw new TemplateSyntaxError("template: unclosed comment");
+        continue;
+      }
+      const word = /^[a-z]+\b/.exec(body)?.[0] ?? "";
+      if (word === "if") {
+        nodes.push(parseIf(body.slice(2)));
+        continue;
+      }
+      if (word === "else" || word === "end") {
+        if (!endOn.has(word)) throw new TemplateSyntaxError(`template: unexpected {{${word}}}`);
+        return { nodes, end: word, endArg: body.slice(word.length).trim() };
+      }
+      if (["range", "with", "define", "template", "block", "break", "continue"].includes(word)) {
+        throw new TemplateSyntaxError(`template: action {{${word}}} is not supported`);
+      }
+      nodes.push({ t: "out", p: parsePipeline(body) });
+    }
+    if (endOn.size > 0) throw new TemplateSyntaxError("template: unexpected EOF");
+    return { nodes, end: "", endArg: "" };
+  };
+  const parseIf = (condSrc: string): Node => {
+    const branches: { cond: Pipeline; body: Node[] }[] = [];
+    let cond = parsePipeline(condSrc);
+    while (true) {
+      const r = parseList(new Set(["else", "end"]));
+      branches.push({ cond, body: r.nodes });
+      if (r.end === "end") return { t: "if", branches, otherwise: [] };
+      if (r.endArg.startsWith("if")) {
+        cond = parsePipeline(r.endArg.slice(2));
+        continue;
+      }
+      if (r.endArg !== "") throw new TemplateSyntaxError("template: unexpected tokens after else");
+      const rest = parseList(new Set(["end"]));
+      return { t: "if", branches, otherwise: rest.nodes };
+    }
+  };
+  return parseList(new Set()).nodes;
+}
+
+function parsePipeline(src: string): Pipeline {
+  let i = 0;
+  const s = src;
+  const ws = (): void => {
+    while (i < s.length && /\s/.test(s[i]!)) i++;
+  };
+  const parsePipe = (closing: boolean): Pipeline => {
+    const cmds: Pipeline = [];
+    let cmd: Command = [];
+    while (true) {
+      ws();
+      if (i >= s.length) {
+        if (closing) throw new TemplateSyntaxError("template: unclosed left paren");
+        break;
+      }
+      const ch = s[i]!;
+      if (ch === ")") {
+        if (!closing) throw new TemplateSyntaxError("template: unexpected right paren");
+        i++;
+        break;
+      }
+      if (ch === "|") {
+        if (cmd.length === 0) throw new TemplateSyntaxError("template: missing command");
+        cmds.push(cmd);
+        cmd = [];
+        i++;
+        continue;
+      }
+      if (ch === "(") {
+        i++;
+        cmd.push({ t: "sub", p: parsePipe(true) });
+        continue;
+      }
+      if (ch === '"') {
+        let j = i + 1;
+        let out = "";
+        while (j < s.length && s[j] !== '"') {
+          if (s[j] === "\\") {
+            const e = s[j + 1];
+            out += e === "n" ? "\n" : e === "t" ? "\t" : e === "r" ? "\r" : (e ?? "");
+            j += 2;
+          } else out += s[j++];
+        }
+        if (j >= s.length) throw new TemplateSyntaxError("template: unterminated quoted string");
+        i = j + 1;
+        cmd.push({ t: "lit", v: out });
+        continue;
+      }
+      if (ch === "`") {
+        const j = s.indexOf("`", i + 1);
+        if (j < 0) throw new TemplateSyntaxError("template: unterminated raw quoted string");
+        cmd.push({ t: "lit", v: s.slice(i + 1, j) });
+        i = j + 1;
+        continue;
+      }
+      const num = /^[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)/.exec(s.slice(i));
+      if (num !== null) {
+        cmd.push({ t: "lit", v: Number(num[0]) });
+        i += num[0].length;
+        continue;
+      }
+      if (ch === ".") {
+        const m = /^\.([A-Za-z_][A-Za-z0-9_]*)?/.exec(s.slice(i))!;
+        i += m[0].length;
+        if (s[i] === ".") throw new TemplateSyntaxError("template: nested fields are not supported");
+        cmd.push(m[1] === undefined ? { t: "dot" } : { t: "field", name: m[1] });
+        continue;
+      }
+      const id = /^[A-Za-z_][A-Za-z0-9_]*/.exec(s.slice(i));
+      if (id !== null) {
+        const name = id[0];
+        i += name.length;
+        if (name === "true" || name === "false") cmd.push({ t: "lit", v: name === "true" });
+        else if (name === "nil") cmd.push({ t: "lit", v: null });
+        else {
+          if (!(name in FUNCS)) throw new TemplateSyntaxError(`function "${name}" not defined`);
+          cmd.push({ t: "fn", name });
+        }
+        continue;
+      }
+      throw new TemplateSyntaxError(`template: unexpected ${JSON.stringify(ch)} in command`);
+    }
+    if (cmd.length > 0) cmds.push(cmd);
+    if (cmds.length === 0) throw new TemplateSyntaxError("template: missing value for command");
+    for (const c of cmds) {
+      if (c[0]!.t !== "fn" && c.length > 1) {
+        throw new TemplateSyntaxError("template: can't give argument to non-function");
+      }
+    }
+    for (const c of cmds.slice(1)) {
+      if (c[0]!.t !== "fn") throw new TemplateSyntaxError("template: non executable command in pipeline stage");
+    }
+    return cmds;
+  };
+  return parsePipe(false);
+}
+
+// ---------------------------------------------------------------------------------------
+// Running
+
+function evalPipeline(p: Pipeline, input: TemplateInput): Value {
+  let prev: Value | undefined;
+  for (const cmd of p) {
+    const head = cmd[0]!;
+    if (head.t === "fn") {
+      const args = cmd.slice(1).map((a) => evalArg(a, input));
+      if (prev !== undefined) args.push(prev);
+      prev = callFn(head.name, args, input);
+    } else {
+      prev = evalArg(head, input);
+    }
+  }
+  return prev ?? null;
+}
+
+function evalArg(a: Arg, input: TemplateInput): Value {
+  switch (a.t) {
+    case "lit":
+      return a.v;
+    case "field":
+      return input.label(a.name) ?? "";
+    case "dot":
+      throw new TemplateExecError("template: {{.}} is not supported, name a label");
+    case "sub":
+      return evalPipeline(a.p, input);
+    case "fn":
+      return callFn(a.name, [], input);
+  }
+}
+
+function callFn(name: string, args: Value[], input: TemplateInput): Value {
+  const f = FUNCS[name]!;
+  if (f.arity >= 0 && args.length !== f.arity) {
+    throw new TemplateExecError(
+      `template: wrong number of args for ${name}: want ${f.arity} got ${args.length}`,
+    );
+  }
+  return f.fn(args, input);
+}
+
+function isTime(v: Value): v is Time {
+  return typeof v === "object" && v !== null;
+}
+
+function show(v: Value): string {
+  if (v === null) return "<no value>";
+  if (isTime(v)) return new Date(Number(v.ns / 1_000_000n)).toISOString();
+  return String(v);
+}
+
+function truthy(v: Value): boolean {
+  if (v === null) return false;
+  if (typeof v === "string") return v.length > 0;
+  if (typeof v === "number") return v !== 0;
+  if (typeof v === "boolean") return v;
+  return true;
+}
+
+const str = (v: Value | undefined): string => (v === undefined ? "" : show(v));
+function num(v: Value | undefined): number {
+  if (typeof v === "number") return v;
+  if (typeof v === "boolean") return v ? 1 : 0;
+  if (v === null || v === undefined || v === "") return 0;
+  if (isTime(v)) return Number(v.ns);
+  const n = Number(v);
+  if (Number.isNaN(n)) throw new TemplateExecError(`template: cannot convert ${JSON.stringify(v)} to a number`);
+  return n;
+}
+const int = (v: Value | undefined): number => Math.trunc(num(v));
+function compare(a: Value | undefined, b: Value | undefined): number {
+  if (typeof a === "number" || typeof b === "number") return num(a) - num(b);
+  const x = str(a);
+  const y = str(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+function time(v: Value | undefined): Time {
+  if (v !== undefined && isTime(v)) return v;
+  throw new TemplateExecError("template: expected a time");
+}
+
+interface Fn {
+  arity: number;
+  fn: (a: Value[], input: TemplateInput) => Value;
+}
+const f = (arity: number, fn: (a: Value[], input: TemplateInput) => Value): Fn => ({ arity, fn });
+const s1 = (g: (s: string) => Value): Fn => f(1, (a) => g(str(a[0])));
+
+function printf(format: string, args: Value[]): string {
+  let k = 0;
+  return format.replace(/%([-+ 0#]*)(\d*)(?:\.(\d+))?([sdvfqxXtegc%])/g, (_m, flags: string, width: string, prec: string | undefined, verb: string) => {
+    if (verb === "%") return "%";
+    const v = args[k++];
+    let out: string;
+    switch (verb) {
+      case "d":
+        out = String(int(v));
+        break;
+      case "f":
+      case "e":
+      case "g":
+        out = verb === "f" ? num(v).toFixed(prec === undefined ? 6 : Number(prec)) : String(num(v));
+        break;
+      case "q":
+        out = JSON.stringify(str(v));
+        break;
+      case "x":
+      case "X":
+        out = typeof v === "number" ? Math.trunc(v).toString(16) : Buffer.from(str(v)).toString("hex");
+        if (verb === "X") out = out.toUpperCase();
+        break;
+      case "c":
+        out = String.fromCodePoint(int(v));
+        break;
+      default:
+        out = v === undefined ? "%!" + verb + "(MISSING)" : str(v);
+        if (prec !== undefined && verb === "s") out = out.slice(0, Number(prec));
+    }
+    const w = width === "" ? 0 : Number(width);
+    if (out.length < w) out = flags.includes("-") ? out.padEnd(w) : out.padStart(w, flags.includes("0") ? "0" : " ");
+    return out;
+  });
+}
+
+/** Loki's template functions that Sieve supports. Anything else fails at parse time. */
+const FUNCS: Record<string, Fn> = {
+  __line__: f(0, (_a, input) => input.line),
+  __timestamp__: f(0, (_a, input) => ({ ns: input.timestampNs })),
+  ToLower: s1((s) => s.toLowerCase()),
+  ToUpper: s1((s) => s.toUpperCase()),
+  lower: s1((s) => s.toLowerCase()),
+  upper: s1((s) => s.toUpperCase()),
+  title: s1((s) => s.replace(/\b\w/g, (c) => c.toUpperCase())),
+  Title: s1((s) => s.replace(/\b\w/g, (c) => c.toUpperCase())),
+  TrimSpace: s1((s) => s.trim()),
+  trim: s1((s) => s.trim()),
+  trimAll: f(2, (a) => trimChars(str(a[1]), str(a[0]))),
+  trimPrefix: f(2, (a) => (str(a[1]).startsWith(str(a[0])) ? str(a[1]).slice(str(a[0]).length) : str(a[1]))),
+  trimSuffix: f(2, (a) => (str(a[0]) !== "" && str(a[1]).endsWith(str(a[0])) ? str(a[1]).slice(0, -str(a[0]).length) : str(a[1]))),
+  TrimPrefix: f(2, (a) => (str(a[0]).startsWith(str(a[1])) ? str(a[0]).slice(str(a[1]).length) : str(a[0]))),
+  TrimSuffix: f(2, (a) => (str(a[1]) !== "" && str(a[0]).endsWith(str(a[1])) ? str(a[0]).slice(0, -str(a[1]).length) : str(a[0]))),
+  replace: f(3, (a) => str(a[2]).split(str(a[0])).join(str(a[1]))),
+  Replace: f(4, (a) => {
+    const n = int(a[3]);
+    let s = str(a[0]);
+    if (n < 0) return s.split(str(a[1])).join(str(a[2]));
+    for (let k = 0; k < n; k++) s = s.replace(str(a[1]), str(a[2]));
+    return s;
+  }),
+  trunc: f(2, (a) => {
+    const n = int(a[0]);
+    const s = str(a[1]);
+    return n >= 0 ? s.slice(0, n) : s.slice(Math.max(0, s.length + n));
+  }),
+  substr: f(3, (a) => {
+    const s = str(a[2]);
+    const start = int(a[0]);
+    const end = int(a[1]);
+    if (start < 0) return s.slice(0, end);
+    if (end < 0 || end > s.length) return s.slice(start);
+    return s.slice(start, end);
+  }),
+  contains: f(2, (a) => str(a[1]).includes(str(a[0]))),
+  hasPrefix: f(2, (a) => str(a[1]).startsWith(str(a[0]))),
+  hasSuffix: f(2, (a) => str(a[1]).endsWith(str(a[0]))),
+  indent: f(2, (a) => indent(int(a[0]), str(a[1]))),
+  nindent: f(2, (a) => "\n" + indent(int(a[0]), str(a[1]))),
+  repeat: f(2, (a) => {
+    const n = int(a[0]);
+    const s = str(a[1]);
+    if (n < 0 || n * s.length > 1 << 20) throw new TemplateExecError("template: repeat count out of range");
+    return s.repeat(n);
+  }),
+  default: f(2, (a) => (truthy(a[1]!) ? a[1]! : a[0]!)),
+  regexReplaceAll: f(3, (a) => {
+    // Go's $1 / ${name} expansion; RE2's replace speaks $1 and $<name>.
+    const repl = str(a[2]).replace(/\$\{(\w+)\}/g, (_m, g: string) => (/^\d+$/.test(g) ? `$${g}` : `$<${g}>`));
+    return str(a[1]).replace(compileRegex(str(a[0]), false, true), repl);
+  }),
+  regexReplaceAllLiteral: f(3, (a) => str(a[1]).replace(compileRegex(str(a[0]), false, true), () => str(a[2]))),
+  count: f(2, (a) => {
+    const m = str(a[1]).match(compileRegex(str(a[0]), false, true));
+    return m === null ? 0 : m.length;
+  }),
+  urlencode: s1((s) => encodeURIComponent(s)),
+  urldecode: s1((s) => {
+    try {
+      return decodeURIComponent(s.replace(/\+/g, " "));
+    } catch {
+      throw new TemplateExecError("template: invalid URL escape");
+    }
+  }),
+  b64enc: s1((s) => Buffer.from(s).toString("base64")),
+  b64dec: s1((s) => Buffer.from(s, "base64").toString()),
+  alignLeft: f(2, (a) => {
+    const n = int(a[0]);
+    const s = str(a[1]);
+    return s.length >= n ? s.slice(0, n) : s.padEnd(n);
+  }),
+  alignRight: f(2, (a) => {
+    const n = int(a[0]);
+    const s = str(a[1]);
+    return s.length >= n ? s.slice(s.length - n) : s.padStart(n);
+  }),
+  add: f(2, (a) => int(a[0]) + int(a[1])),
+  sub: f(2, (a) => int(a[0]) - int(a[1])),
+  mul: f(2, (a) => int(a[0]) * int(a[1])),
+  div: f(2, (a) => {
+    if (int(a[1]) === 0) throw new TemplateExecError("template: integer divide by zero");
+    return Math.trunc(int(a[0]) / int(a[1]));
+  }),
+  mod: f(2, (a) => {
+    if (int(a[1]) === 0) throw new TemplateExecError("template: integer divide by zero");
+    return int(a[0]) % int(a[1]);
+  }),
+  addf: f(2, (a) => num(a[0]) + num(a[1])),
+  subf: f(2, (a) => num(a[0]) - num(a[1])),
+  mulf: f(2, (a) => num(a[0]) * num(a[1])),
+  divf: f(2, (a) => num(a[0]) / num(a[1])),
+  max: f(-1, (a) => Math.max(...a.map(int))),
+  min: f(-1, (a) => Math.min(...a.map(int))),
+  maxf: f(-1, (a) => Math.max(...a.map(num))),
+  minf: f(-1, (a) => Math.min(...a.map(num))),
+  ceil: f(1, (a) => Math.ceil(num(a[0]))),
+  floor: f(1, (a) => Math.floor(num(a[0]))),
+  round: f(-1, (a) => {
+    const p = a.length > 1 ? int(a[1]) : 0;
+    return Math.round(num(a[0]) * 10 ** p) / 10 ** p;
+  }),
+  int: f(1, (a) => int(a[0])),
+  float64: f(1, (a) => num(a[0])),
+  len: f(1, (a) => str(a[0]).length),
+  printf: f(-1, (a) => printf(str(a[0]), a.slice(1))),
+  eq: f(-1, (a) => a.slice(1).some((b) => compare(a[0], b) === 0)),
+  ne: f(2, (a) => compare(a[0], a[1]) !== 0),
+  lt: f(2, (a) => compare(a[0], a[1]) < 0),
+  le: f(2, (a) => compare(a[0], a[1]) <= 0),
+  gt: f(2, (a) => compare(a[0], a[1]) > 0),
+  ge: f(2, (a) => compare(a[0], a[1]) >= 0),
+  and: f(-1, (a) => a.find((v) => !truthy(v)) ?? a[a.length - 1] ?? null),
+  or: f(-1, (a) => a.find((v) => truthy(v)) ?? a[a.length - 1] ?? null),
+  not: f(1, (a) => !truthy(a[0]!)),
+  unixEpoch: f(1, (a) => Number(time(a[0]).ns / 1_000_000_000n)),
+  unixEpochMillis: f(1, (a) => Number(time(a[0]).ns / 1_000_000n)),
+  unixEpochNanos: f(1, (a) => Number(time(a[0]).ns)),
+  unixToTime: f(1, (a) => {
+    const s = str(a[0]);
+    if (!/^\d+$/.test(s)) throw new TemplateExecError(`template: unable to parse ${JSON.stringify(s)} as a unix time`);
+    // Loki guesses the unit from the number of digits: s, ms, us or ns.
+    const v = BigInt(s);
+    const ns = s.length <= 10 ? v * 1_000_000_000n : s.length <= 13 ? v * 1_000_000n : s.length <= 16 ? v * 1_000n : v;
+    return { ns };
+  }),
+};
+
+function indent(n: number, s: string): string {
+  const pad = " ".repeat(Math.max(0, Math.min(n, 1024)));
+  return pad + s.replace(/\n/g, "\n" + pad);
+}
+
+function trimChars(s: string, cut: string): string {
+  let a = 0;
+  let b = s.length;
+  while (a < b && cut.includes(s[a]!)) a++;
+  while (b > a && cut.includes(s[b - 1]!)) b--;
+  return s.slice(a, b);
+}
