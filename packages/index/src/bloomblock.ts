@@ -287,9 +287,19 @@ export function decodeBloomBlock(bytes: Uint8Array): DecodedBloomBlock {
   return { entries, filters };
 }
 
-/** Range reads of one object: `read(offset, length)` answers exactly those bytes. */
-export interface RangeSource {
-  read(offset: number, length: number): Promise<Uint8Array>;
+/** What reading blooms needs of an object store (`@sieve/storage`'s `ObjectStore` fits). */
+export interface BloomBlockStore {
+  /** `length` bytes from `offset` (fewer when the object ends first). */
+  getRange(key: string, offset: number, length: number): Promise<Uint8Array>;
+  /** The object's size. */
+  head(key: string): Promise<{ readonly size: number }>;
+}
+
+/** Where one series' bloom record is: a segment's `BloomLocation` of kind `block` fits. */
+export interface BloomRecordLocation {
+  readonly key: string;
+  readonly offset: number;
+  readonly length: number;
 }
 
 /** What reading one series' bloom found. The gateway treats everything but `ok` as "may match". */
@@ -301,24 +311,19 @@ export type SeriesBloomResult =
   | { readonly status: "corrupt"; readonly error: IndexError };
 
 /**
- * Reads one series' bloom with one range request, from the record's offset and length
- * (an index segment stores them). Damage is reported, not thrown; I/O errors of the source
- * propagate.
+ * Reads one series' bloom with one range request, at the record's location (an index
+ * segment stores it). Damage is reported, not thrown; errors of the store propagate.
  */
 export async function readSeriesBloom(
-  source: RangeSource,
+  store: BloomBlockStore,
+  location: BloomRecordLocation,
   fingerprint: bigint,
-  offset: number,
-  length: number,
 ): Promise<SeriesBloomResult> {
-  const record = await source.read(offset, length);
-  return recordResult(record, fingerprint, length);
-}
-
-function recordResult(record: Uint8Array, fingerprint: bigint, length: number): SeriesBloomResult {
+  const record = await store.getRange(location.key, location.offset, location.length);
   try {
-    if (record.length !== length)
-      throw new IndexError("truncated", `read ${record.length} of ${length} bytes`);
+    if (record.length !== location.length) {
+      throw new IndexError("truncated", `read ${record.length} of ${location.length} bytes`);
+    }
     return { status: "ok", filter: decodeBloomRecord(record, fingerprint) };
   } catch (error) {
     if (error instanceof IndexError) return { status: "corrupt", error };
@@ -330,45 +335,50 @@ function recordResult(record: Uint8Array, fingerprint: bigint, length: number): 
 export const DEFAULT_TAIL_BYTES = 65536;
 
 /**
- * A block read by range: {@link open} fetches the footer and index (one request when they
- * fit in the first `tailBytes`, two otherwise), {@link read} one series' record.
+ * A block read by range: {@link open} fetches the footer and index (one range request when
+ * they fit in the last `tailBytes`, two otherwise), {@link read} one series' record.
  */
 export class BloomBlockReader {
   private readonly byFingerprint: Map<bigint, BloomBlockEntry>;
 
   private constructor(
-    private readonly source: RangeSource,
+    private readonly store: BloomBlockStore,
+    /** The block's object key. */
+    readonly key: string,
     /** The index's entries, ascending fingerprint. */
     readonly entries: readonly BloomBlockEntry[],
   ) {
     this.byFingerprint = new Map(entries.map((e) => [e.fingerprint, e]));
   }
 
-  /** Opens a block of `size` bytes; damage throws an {@link IndexError}. */
+  /**
+   * Opens the block at `key`; `size` saves a `head` request when the caller knows it.
+   * Damage throws an {@link IndexError}.
+   */
   static async open(
-    source: RangeSource,
-    size: number,
+    store: BloomBlockStore,
+    key: string,
+    size?: number,
     tailBytes = DEFAULT_TAIL_BYTES,
   ): Promise<BloomBlockReader> {
-    if (!(Number.isSafeInteger(size) && size >= 0))
-      throw new IndexError("invalid_argument", `size ${size}`);
-    const tailLength = Math.min(size, Math.max(BLOOM_BLOCK_FOOTER_BYTES, tailBytes));
-    const tailStart = size - tailLength;
-    const tail = await source.read(tailStart, tailLength);
+    const total = size ?? (await store.head(key)).size;
+    if (!(Number.isSafeInteger(total) && total >= 0))
+      throw new IndexError("invalid_argument", `size ${total}`);
+    const tailLength = Math.min(total, Math.max(BLOOM_BLOCK_FOOTER_BYTES, tailBytes));
+    const tailStart = total - tailLength;
+    const tail = await store.getRange(key, tailStart, tailLength);
     if (tail.length !== tailLength)
       throw new IndexError("truncated", `read ${tail.length} of ${tailLength} bytes`);
     const footer = decodeBloomBlockFooter(
       tail.subarray(tail.length - BLOOM_BLOCK_FOOTER_BYTES),
-      size,
+      total,
     );
+    const { indexOffset, indexLength } = footer;
     const index =
-      footer.indexOffset >= tailStart
-        ? tail.subarray(
-            footer.indexOffset - tailStart,
-            footer.indexOffset - tailStart + footer.indexLength,
-          )
-        : await source.read(footer.indexOffset, footer.indexLength);
-    return new BloomBlockReader(source, decodeBloomBlockIndex(index, footer));
+      indexOffset >= tailStart
+        ? tail.subarray(indexOffset - tailStart, indexOffset - tailStart + indexLength)
+        : await store.getRange(key, indexOffset, indexLength);
+    return new BloomBlockReader(store, key, decodeBloomBlockIndex(index, footer));
   }
 
   /** The entry of `fingerprint`, if the block has its bloom. */
@@ -380,6 +390,10 @@ export class BloomBlockReader {
   async read(fingerprint: bigint): Promise<SeriesBloomResult> {
     const entry = this.byFingerprint.get(fingerprint);
     if (entry === undefined) return { status: "absent" };
-    return readSeriesBloom(this.source, fingerprint, entry.offset, entry.length);
+    return readSeriesBloom(
+      this.store,
+      { key: this.key, offset: entry.offset, length: entry.length },
+      fingerprint,
+    );
   }
 }

@@ -49,7 +49,8 @@ export type {
   EncodedBloomBlock,
   BloomBlockFooter,
   DecodedBloomBlock,
-  RangeSource,
+  BloomBlockStore,
+  BloomRecordLocation,
   SeriesBloomResult,
 } from "./bloomblock.js";
 export {

@@ -33,7 +33,7 @@ export const SEGMENT_VERSION = 1;
 const MAX_TENANT_BYTES = 256;
 const MAX_KEY_BYTES = 1024;
 const MAX_LABELS_BYTES = 65536;
-const CHUNK_BYTES = 33;
+const CHUNK_BYTES = 29;
 /** Fingerprint, empty labels, missing bloom, one chunk. */
 const MIN_SERIES_BYTES = 8 + 4 + 2 + 4 + CHUNK_BYTES;
 const NS_PER_DAY = 86_400_000_000_000n;
@@ -121,7 +121,7 @@ export function segmentKey(tenant: string, day: number, id: string): string {
  * milliseconds (15 digits), the writer's name, and the writer's sequence number (8 hex digits).
  */
 export function newSegmentId(writer: string, nowMs: number, sequence: number): string {
-  if (!/^[A-Za-z0-9_.]{1,64}$/.test(writer))
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(writer))
     throw new IndexError("invalid_argument", `writer ${JSON.stringify(writer)}`);
   if (!(Number.isSafeInteger(nowMs) && nowMs >= 0))
     throw new IndexError("invalid_argument", `time ${nowMs}`);

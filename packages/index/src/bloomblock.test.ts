@@ -1,0 +1,174 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ScalableBloomFilter } from "@sieve/bloom";
+import { FsObjectStore, type ObjectStore } from "@sieve/storage";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  BloomBlockReader,
+  decodeBloomBlock,
+  encodeBloomBlock,
+  readSeriesBloom,
+  type BloomBlockInput,
+  type BloomBlockStore,
+} from "./bloomblock.js";
+import { seriesMayContain } from "./bloomtest.js";
+import { SeriesBloomBuilder } from "./builder.js";
+import { IndexError } from "./errors.js";
+
+function seriesInput(fingerprint: bigint, values: readonly string[], chunks = 1): BloomBlockInput {
+  const builder = new SeriesBloomBuilder();
+  values.forEach((value, i) => {
+    builder.add([{ name: "trace_id", value }]);
+    if (
+      i % Math.ceil(values.length / chunks) === Math.ceil(values.length / chunks) - 1 ||
+      i === values.length - 1
+    ) {
+      builder.cut({ from: BigInt(i), through: BigInt(i) + 10n, checksum: i });
+    }
+  });
+  const bloom = builder.finish()!;
+  if (bloom.status !== "ok") throw new Error("expected a bloom");
+  return { fingerprint, filter: bloom.filter, chunks: bloom.chunks };
+}
+
+const small = [
+  seriesInput(7n, ["a"]),
+  seriesInput(3n, ["b", "c"], 2),
+  seriesInput(2n ** 64n - 1n, ["d"]),
+];
+
+describe("bloom blocks", () => {
+  it("round-trip: entries in fingerprint order, every filter answering as before", () => {
+    const inputs = [
+      ...small,
+      seriesInput(
+        42n,
+        Array.from({ length: 500 }, (_, i) => `v${i}`),
+        3,
+      ),
+    ];
+    const { bytes, entries } = encodeBloomBlock(inputs);
+    const decoded = decodeBloomBlock(bytes);
+    expect(decoded.entries).toEqual(entries);
+    expect(entries.map((e) => e.fingerprint)).toEqual([3n, 7n, 42n, 2n ** 64n - 1n]);
+    expect(entries.find((e) => e.fingerprint === 3n)!.chunks.map((c) => c.prefixed)).toEqual([
+      true,
+      true,
+    ]);
+    const f42 = decoded.filters[2]!;
+    for (let i = 0; i < 500; i++) expect(seriesMayContain(f42, "trace_id", `v${i}`)).toBe(true);
+    expect(seriesMayContain(decoded.filters[0], "trace_id", "b")).toBe(true);
+  });
+
+  it("encodes an empty block", () => {
+    expect(decodeBloomBlock(encodeBloomBlock([]).bytes)).toEqual({ entries: [], filters: [] });
+  });
+
+  it("rejects the same series twice", () => {
+    expect(() => encodeBloomBlock([small[0]!, small[0]!])).toThrow(IndexError);
+  });
+
+  it("rejects every single-byte corruption with an IndexError", () => {
+    const { bytes } = encodeBloomBlock(small);
+    for (let i = 0; i < bytes.length; i++) {
+      for (const flip of [0x01, 0x80, 0xff]) {
+        const bad = bytes.slice();
+        bad[i]! ^= flip;
+        expect(() => decodeBloomBlock(bad), `byte ${i} ^ ${flip}`).toThrow(IndexError);
+      }
+    }
+  });
+
+  it("rejects every truncation and every extension with an IndexError", () => {
+    const { bytes } = encodeBloomBlock(small);
+    for (let length = 0; length < bytes.length; length++) {
+      expect(() => decodeBloomBlock(bytes.subarray(0, length)), `${length} bytes`).toThrow(
+        IndexError,
+      );
+    }
+    const longer = new Uint8Array(bytes.length + 1);
+    longer.set(bytes);
+    expect(() => decodeBloomBlock(longer)).toThrow(IndexError);
+  });
+});
+
+describe("reading blooms by range from a real store", () => {
+  const root = mkdtempSync(join(tmpdir(), "sieve-index-"));
+  const store = new FsObjectStore(root);
+  afterAll(() => {
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  /** The real store, counting its requests. */
+  function counting(inner: ObjectStore): BloomBlockStore & { ranges: number; heads: number } {
+    const counted = {
+      ranges: 0,
+      heads: 0,
+      getRange(key: string, offset: number, length: number) {
+        counted.ranges++;
+        return inner.getRange(key, offset, length);
+      },
+      head(key: string) {
+        counted.heads++;
+        return inner.head(key);
+      },
+    };
+    return counted;
+  }
+
+  it("opens with one range request when the index fits the tail, then one a series", async () => {
+    const { bytes, entries } = encodeBloomBlock(small);
+    await store.put("t/blooms/a", bytes);
+    const source = counting(store);
+    const reader = await BloomBlockReader.open(source, "t/blooms/a", bytes.length);
+    expect(source.ranges).toBe(1);
+    expect(reader.entries).toEqual(entries);
+    const result = await reader.read(3n);
+    expect(source.ranges).toBe(2);
+    expect(result.status === "ok" && seriesMayContain(result.filter, "trace_id", "c")).toBe(true);
+    expect(await reader.read(99n)).toEqual({ status: "absent" });
+  });
+
+  it("reads the index with a second request when the tail is too short, and asks the size", async () => {
+    const inputs = Array.from({ length: 50 }, (_, i) => seriesInput(BigInt(i), [`x${i}`]));
+    const { bytes } = encodeBloomBlock(inputs);
+    await store.put("t/blooms/b", bytes);
+    const source = counting(store);
+    const reader = await BloomBlockReader.open(source, "t/blooms/b", undefined, 64);
+    expect([source.heads, source.ranges]).toEqual([1, 2]);
+    expect(reader.entries).toHaveLength(50);
+    for (let i = 0; i < 50; i++) {
+      const result = await reader.read(BigInt(i));
+      expect(result.status === "ok" && seriesMayContain(result.filter, "trace_id", `x${i}`)).toBe(
+        true,
+      );
+    }
+  });
+
+  it("reports a damaged, misplaced or short record as corrupt instead of throwing", async () => {
+    const { bytes, entries } = encodeBloomBlock(small);
+    const at = entries[1]!;
+    const damaged = bytes.slice();
+    damaged[at.offset + at.length - 10]! ^= 1;
+    await store.put("t/blooms/c", damaged);
+    const location = { key: "t/blooms/c", offset: at.offset, length: at.length };
+    const bad = await readSeriesBloom(store, location, at.fingerprint);
+    expect(bad.status === "corrupt" && bad.error.code).toBe("corrupt");
+    const wrong = await readSeriesBloom(store, { ...location, key: "t/blooms/a" }, 3n);
+    expect(wrong.status === "corrupt" && wrong.error.code).toBe("wrong_series");
+    const short = await readSeriesBloom(
+      store,
+      { key: "t/blooms/a", offset: bytes.length - 5, length: 40 },
+      3n,
+    );
+    expect(short.status === "corrupt" && short.error.code).toBe("truncated");
+  });
+
+  it("serialises a scalable filter too (a chunk whose tokens overflowed)", () => {
+    const filter = new ScalableBloomFilter();
+    filter.add("trace_id=z");
+    const { bytes } = encodeBloomBlock([{ fingerprint: 1n, filter, chunks: [] }]);
+    expect(decodeBloomBlock(bytes).filters[0]).toBeInstanceOf(ScalableBloomFilter);
+  });
+});

@@ -1,0 +1,236 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chunkKey } from "@sieve/chunk";
+import { FsObjectStore } from "@sieve/storage";
+import { afterAll, describe, expect, it } from "vitest";
+import { IndexError } from "./errors.js";
+import {
+  daysOverlapping,
+  listSegments,
+  mergeSegments,
+  readIndex,
+  segmentsForFlush,
+} from "./reader.js";
+import {
+  dayOf,
+  decodeSegment,
+  encodeSegment,
+  newSegmentId,
+  segmentKey,
+  type IndexSegment,
+  type SegmentChunk,
+} from "./segment.js";
+
+const DAY = 86_400_000_000_000n;
+const D = 19_844; // 2024-05-01
+const at = (day: number, hours: number): bigint =>
+  BigInt(day) * DAY + BigInt(hours) * 3_600_000_000_000n;
+
+function chunkAt(from: bigint, through: bigint, checksum = 1, prefixed = false): SegmentChunk {
+  return { from, through, checksum, bytes: 1000, entries: 10, prefixed };
+}
+
+const sample: IndexSegment = {
+  tenant: "team-a",
+  day: D,
+  series: [
+    {
+      fingerprint: 0xfeedn,
+      labels: '{app="api", env="prod"}',
+      bloom: { kind: "block", key: "team-a/blooms/x", offset: 8, length: 120 },
+      chunks: [chunkAt(at(D, 1), at(D, 2), 7, true), chunkAt(at(D, 2), at(D, 3), 8, true)],
+    },
+    {
+      fingerprint: 1n,
+      labels: '{app="db"}',
+      bloom: { kind: "missing", reason: "too_large" },
+      chunks: [chunkAt(at(D, 4), at(D, 5), 0xffffffff)],
+    },
+    {
+      fingerprint: 2n ** 64n - 1n,
+      labels: '{app="ünïcode"}',
+      bloom: { kind: "block", key: "team-a/blooms/y", offset: 1 << 30, length: 4 },
+      chunks: [chunkAt(at(D, 6), at(D, 6))],
+    },
+  ],
+};
+
+describe("index segments", () => {
+  it("round-trip, series in fingerprint order", () => {
+    const decoded = decodeSegment(encodeSegment(sample));
+    expect(decoded.tenant).toBe("team-a");
+    expect(decoded.day).toBe(D);
+    expect(decoded.series.map((s) => s.fingerprint)).toEqual([1n, 0xfeedn, 2n ** 64n - 1n]);
+    expect(decoded.series[1]).toEqual(sample.series[0]);
+    expect(decoded.series[0]).toEqual(sample.series[1]);
+    expect(decoded.series[2]).toEqual(sample.series[2]);
+  });
+
+  it.each<[string, IndexSegment]>([
+    ["duplicate series", { ...sample, series: [sample.series[0]!, sample.series[0]!] }],
+    ["a series without chunks", { ...sample, series: [{ ...sample.series[0]!, chunks: [] }] }],
+    [
+      "through before from",
+      { ...sample, series: [{ ...sample.series[0]!, chunks: [chunkAt(5n, 4n)] }] },
+    ],
+    ["a tenant with a slash", { ...sample, tenant: "a/b" }],
+    ["an empty tenant", { ...sample, tenant: "" }],
+    ["a negative day", { ...sample, day: -1 }],
+  ])("refuses to encode %s", (_, segment) => {
+    expect(() => encodeSegment(segment)).toThrow(IndexError);
+  });
+
+  it("rejects every single-byte corruption with an IndexError", () => {
+    const bytes = encodeSegment(sample);
+    for (let i = 0; i < bytes.length; i++) {
+      for (const flip of [0x01, 0x80, 0xff]) {
+        const bad = bytes.slice();
+        bad[i]! ^= flip;
+        expect(() => decodeSegment(bad), `byte ${i} ^ ${flip}`).toThrow(IndexError);
+      }
+    }
+  });
+
+  it("rejects every truncation and every extension with an IndexError", () => {
+    const bytes = encodeSegment(sample);
+    for (let length = 0; length < bytes.length; length++) {
+      expect(() => decodeSegment(bytes.subarray(0, length)), `${length} bytes`).toThrow(IndexError);
+    }
+    const longer = new Uint8Array(bytes.length + 4);
+    longer.set(bytes);
+    expect(() => decodeSegment(longer)).toThrow(IndexError);
+  });
+});
+
+describe("segment keys", () => {
+  it("sort by day, then by creation time", () => {
+    const id1 = newSegmentId("ingester-0", 1_714_521_600_000, 1);
+    const id2 = newSegmentId("ingester-0", 1_714_521_600_001, 0);
+    expect(segmentKey("team-a", D, id1)).toBe(
+      "team-a/index/2024-05-01/001714521600000-ingester-0-00000001",
+    );
+    expect(
+      [segmentKey("t", D + 1, id1), segmentKey("t", D, id2), segmentKey("t", D, id1)].sort(),
+    ).toEqual([segmentKey("t", D, id1), segmentKey("t", D, id2), segmentKey("t", D + 1, id1)]);
+  });
+
+  it.each([
+    ["a/b", "x"],
+    ["t", "../x"],
+    ["t", ""],
+  ])("refuses tenant %j id %j", (tenant, id) => {
+    expect(() => segmentKey(tenant, D, id)).toThrow(IndexError);
+  });
+
+  it("maps timestamps to UTC days", () => {
+    expect(dayOf(0n)).toBe(0);
+    expect(dayOf(DAY - 1n)).toBe(0);
+    expect(dayOf(DAY)).toBe(1);
+    expect(dayOf(-1n)).toBe(-1);
+    expect(daysOverlapping(at(D, 23), at(D + 2, 0))).toEqual([D, D + 1, D + 2]);
+    expect(() => daysOverlapping(0n, 1000n * DAY)).toThrow(IndexError);
+  });
+});
+
+describe("merging segments", () => {
+  const series = (fingerprint: bigint, chunks: SegmentChunk[], block = true) => ({
+    fingerprint,
+    labels: `{fp="${fingerprint}"}`,
+    bloom: block
+      ? ({ kind: "block", key: "t/blooms/1", offset: 8, length: 100 } as const)
+      : ({ kind: "missing", reason: "disabled" } as const),
+    chunks,
+  });
+
+  it("splits a flush by day, lists a chunk across midnight once, and filters by time", () => {
+    const across = chunkAt(at(D, 23), at(D + 1, 1), 3);
+    const late = chunkAt(at(D + 1, 5), at(D + 1, 6), 4);
+    const segments = segmentsForFlush("t", [
+      series(5n, [across, late]),
+      series(6n, [chunkAt(at(D, 1), at(D, 2), 5)]),
+    ]);
+    expect(segments.map((s) => [s.day, s.series.map((x) => x.chunks.length)])).toEqual([
+      [D, [1, 1]],
+      [D + 1, [2]],
+    ]);
+    const all = mergeSegments("t", segments, 0n, at(D + 2, 0));
+    expect(all.map((s) => [s.fingerprint, s.chunks.map((c) => c.ref.checksum)])).toEqual([
+      [5n, [3, 4]],
+      [6n, [5]],
+    ]);
+    expect(all[0]!.chunks[0]!.key).toBe(
+      chunkKey({
+        tenant: "t",
+        fingerprint: 5n,
+        from: across.from,
+        through: across.through,
+        checksum: 3,
+      }),
+    );
+    const tail = mergeSegments("t", segments, at(D + 1, 2), at(D + 1, 5));
+    expect(tail.map((s) => [s.fingerprint, s.chunks.map((c) => c.ref.checksum)])).toEqual([
+      [5n, [4]],
+    ]);
+  });
+
+  it("prefers a listing with a bloom over one without, and refuses another tenant's segment", () => {
+    const c = chunkAt(at(D, 1), at(D, 2), 9);
+    const without = { tenant: "t", day: D, series: [series(5n, [c], false)] };
+    const withBloom = { tenant: "t", day: D, series: [series(5n, [c], true)] };
+    for (const order of [
+      [without, withBloom],
+      [withBloom, without],
+    ]) {
+      const merged = mergeSegments("t", order, 0n, at(D + 1, 0));
+      expect(merged[0]!.chunks).toHaveLength(1);
+      expect(merged[0]!.chunks[0]!.bloom.kind).toBe("block");
+    }
+    expect(() => mergeSegments("u", [without], 0n, at(D + 1, 0))).toThrow(IndexError);
+  });
+});
+
+describe("reading the index from a real store", () => {
+  const root = mkdtempSync(join(tmpdir(), "sieve-index-"));
+  const store = new FsObjectStore(root);
+  afterAll(() => {
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it("lists the days of the range, decodes and merges; other tenants' and days' segments stay out", async () => {
+    const mk = (tenant: string, day: number, fp: bigint, checksum: number): IndexSegment => ({
+      tenant,
+      day,
+      series: [
+        {
+          fingerprint: fp,
+          labels: "{}",
+          bloom: { kind: "missing", reason: "disabled" },
+          chunks: [chunkAt(at(day, 1), at(day, 2), checksum)],
+        },
+      ],
+    });
+    let seq = 0;
+    const put = (s: IndexSegment) =>
+      store.put(segmentKey(s.tenant, s.day, newSegmentId("w", 1000, seq++)), encodeSegment(s));
+    await put(mk("t", D, 1n, 1));
+    await put(mk("t", D, 1n, 2));
+    await put(mk("t", D + 1, 2n, 3));
+    await put(mk("t", D + 5, 3n, 4));
+    await put(mk("tt", D, 4n, 5));
+    expect(await listSegments(store, "t", at(D, 0), at(D + 1, 23))).toHaveLength(3);
+    const merged = await readIndex(store, "t", at(D, 0), at(D + 1, 23));
+    expect(merged.map((s) => [s.fingerprint, s.chunks.map((c) => c.ref.checksum)])).toEqual([
+      [1n, [1, 2]],
+      [2n, [3]],
+    ]);
+  });
+
+  it("names the key of a damaged segment", async () => {
+    const key = segmentKey("bad", D, "x");
+    await store.put(key, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]));
+    await expect(readIndex(store, "bad", at(D, 0), at(D, 1))).rejects.toThrow(
+      /bad\/index\/2024-05-01\/x: .*not a Sieve object/,
+    );
+  });
+});
