@@ -21,4 +21,12 @@ on_exit="sh scripts/minio.sh stop; $on_exit"
 S3_ENDPOINT="http://127.0.0.1:${MINIO_PORT:-9000}"
 AWS_ACCESS_KEY_ID=sieve-test AWS_SECRET_ACCESS_KEY=sieve-test-secret AWS_REGION=us-east-1
 export S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
+# Kafka for the queue tests: Apache Kafka 3.9 (KRaft) from Maven Central into .cache/kafka.
+# A broker already running on the port (started by hand) is used and left running.
+if ! sh scripts/kafka.sh status; then
+  sh scripts/kafka.sh start
+  on_exit="sh scripts/kafka.sh stop; $on_exit"
+fi
+KAFKA_BROKERS="127.0.0.1:${KAFKA_PORT:-9092}"
+export KAFKA_BROKERS
 pnpm run vitest
