@@ -1,2 +1,16 @@
 export { chunkKey } from "./ref.js";
 export type { ChunkRef } from "./ref.js";
+export { CHUNK_ERRORS, ChunkError } from "./errors.js";
+export type { ChunkErrorCode } from "./errors.js";
+export { sameEntry } from "./entry.js";
+export type { Entry, MetadataPair } from "./entry.js";
+export type { BlockMeta } from "./block.js";
+export { ChunkBuilder, encodeChunk } from "./builder.js";
+export type { ChunkBuilderOptions, EncodedChunk } from "./builder.js";
+export { ChunkReader, decodeChunk } from "./reader.js";
+export type { DecodedChunk, ReadOptions } from "./reader.js";
+export {
+  DEFAULT_BLOCK_TARGET_BYTES,
+  MAX_LINE_BYTES,
+  VERSION as CHUNK_FORMAT_VERSION,
+} from "./format.js";

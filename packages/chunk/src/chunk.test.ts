@@ -1,0 +1,378 @@
+import fc from "fast-check";
+import { describe, expect, test } from "vitest";
+import { ChunkBuilder, encodeChunk } from "./builder.js";
+import { ByteReader, ByteWriter } from "./bytes.js";
+import { crc32c } from "./crc.js";
+import type { Entry, MetadataPair } from "./entry.js";
+import { ChunkError } from "./errors.js";
+import type { ChunkErrorCode } from "./errors.js";
+import { MAX_BLOCK_RAW_BYTES, TRAILER_BYTES } from "./format.js";
+import { ChunkReader, decodeChunk } from "./reader.js";
+import { chunkKey } from "./ref.js";
+
+const key = (e: Entry): string =>
+  JSON.stringify([
+    e.timestamp.toString(),
+    e.line,
+    e.structuredMetadata.map((p) => [p.name, p.value]),
+  ]);
+
+/** What a chunk must hold: first occurrences of distinct entries, stably sorted by time. */
+function expected(entries: readonly Entry[]): Entry[] {
+  const seen = new Set<string>();
+  const out: Entry[] = [];
+  for (const e of entries) {
+    const k = key(e);
+    if (seen.has(k)) continue;
+    seen.add(k);
+    out.push(e);
+  }
+  return out.sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0));
+}
+
+const plain = (entries: readonly Entry[]): string[] => entries.map(key);
+
+function codeOf(fn: () => unknown): ChunkErrorCode | "no error" {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ChunkError) return err.code;
+    throw err; // anything else is a crash: fail the test with it
+  }
+  return "no error";
+}
+
+const INT64_MIN = -(1n << 63n);
+const INT64_MAX = (1n << 63n) - 1n;
+
+// Metadata strings from a small pool, so names and values repeat and get interned.
+const pair: fc.Arbitrary<MetadataPair> = fc.record({
+  name: fc.constantFrom("trace_id", "span_id", "user", "ключ", "🙂", ""),
+  value: fc.oneof(fc.string({ unit: "grapheme", maxLength: 12 }), fc.constantFrom("a", "b", "")),
+});
+const entryArb: fc.Arbitrary<Entry> = fc.record({
+  // Mostly a narrow window, so timestamps collide and arrive out of order; sometimes anywhere.
+  timestamp: fc.oneof(
+    {
+      weight: 4,
+      arbitrary: fc.bigInt({ min: 1_700_000_000_000_000_000n, max: 1_700_000_000_000_000_050n }),
+    },
+    { weight: 1, arbitrary: fc.bigInt({ min: INT64_MIN, max: INT64_MAX }) },
+  ),
+  line: fc.oneof(
+    fc.string({ unit: "grapheme", maxLength: 80 }),
+    fc.string({ unit: "binary", maxLength: 40 }).map((s) => s.replace(/[\uD800-\uDFFF]/g, "x")),
+    fc.constant(""),
+  ),
+  structuredMetadata: fc.array(pair, { maxLength: 12 }),
+});
+/** Entries with some exact duplicates mixed in, and a block target small enough for many blocks. */
+const chunkArb = fc
+  .tuple(
+    fc.array(entryArb, { minLength: 1, maxLength: 300 }),
+    fc.array(fc.nat(), { maxLength: 60 }),
+  )
+  .map(([entries, picks]) => {
+    const all = [...entries];
+    for (const p of picks) all.splice(p % (all.length + 1), 0, entries[p % entries.length]!);
+    return all;
+  });
+
+describe("chunk round trip", () => {
+  test("random entries decode to the distinct entries in time order", () => {
+    fc.assert(
+      fc.property(chunkArb, fc.integer({ min: 64, max: 4096 }), (entries, target) => {
+        const builder = new ChunkBuilder({ blockTargetBytes: target });
+        let added = 0;
+        for (const e of entries) if (builder.append(e)) added++;
+        const want = expected(entries);
+        expect(added).toBe(want.length);
+        const enc = builder.encode();
+        expect(enc.entryCount).toBe(want.length);
+        expect(enc.from).toBe(want[0]!.timestamp);
+        expect(enc.through).toBe(want[want.length - 1]!.timestamp);
+        expect(enc.checksum).toBe(crc32c(enc.bytes));
+        const dec = decodeChunk(enc.bytes, enc.checksum);
+        expect(plain(dec.entries)).toEqual(plain(want));
+        const reader = new ChunkReader(enc.bytes);
+        expect(reader.entryCount).toBe(want.length);
+        expect(plain([...reader.entries({ direction: "backward" })])).toEqual(
+          plain(want).reverse(),
+        );
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  test("range reads return exactly the entries in [from, through), both directions", () => {
+    fc.assert(
+      fc.property(
+        chunkArb,
+        fc.bigInt({ min: 1_700_000_000_000_000_000n - 5n, max: 1_700_000_000_000_000_055n }),
+        fc.bigInt({ min: 0n, max: 60n }),
+        (entries, from, span) => {
+          const enc = encodeChunk(entries, { blockTargetBytes: 256 });
+          const through = from + span;
+          const want = expected(entries).filter(
+            (e) => e.timestamp >= from && e.timestamp < through,
+          );
+          const reader = new ChunkReader(enc.bytes);
+          expect(plain([...reader.entries({ from, through })])).toEqual(plain(want));
+          expect(plain([...reader.entries({ from, through, direction: "backward" })])).toEqual(
+            plain(want).reverse(),
+          );
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  test("a duplicate of an entry in an already cut block is dropped", () => {
+    const b = new ChunkBuilder({ blockTargetBytes: 64 });
+    const e = (ts: bigint, line: string, md: MetadataPair[] = []): Entry => ({
+      timestamp: ts,
+      line,
+      structuredMetadata: md,
+    });
+    for (let i = 0; i < 50; i++)
+      expect(b.append(e(BigInt(i * 10), `line ${i} ${"x".repeat(20)}`))).toBe(true);
+    expect(b.blockCount).toBeGreaterThan(5);
+    expect(b.append(e(100n, `line 10 ${"x".repeat(20)}`))).toBe(false); // exact duplicate, old block
+    expect(b.append(e(100n, `line 10 ${"x".repeat(19)}`))).toBe(true); // different line
+    expect(b.append(e(100n, `line 10 ${"x".repeat(20)}`, [{ name: "a", value: "b" }]))).toBe(true);
+    expect(b.append(e(100n, `line 10 ${"x".repeat(20)}`, [{ name: "a", value: "b" }]))).toBe(false);
+    expect(b.append(e(101n, `line 10 ${"x".repeat(20)}`))).toBe(true); // different timestamp
+    expect(b.entryCount).toBe(53);
+    expect(decodeChunk(b.encode().bytes).entries.length).toBe(53);
+  });
+
+  test("blocks are cut near the target and the compressed estimate tracks the encoding", () => {
+    const b = new ChunkBuilder();
+    let ts = 1_700_000_000_000_000_000n;
+    for (let i = 0; i < 20_000; i++) {
+      ts += 1_000_000n;
+      b.append({
+        timestamp: ts,
+        line: `level=info msg="request done" path=/api/v1/items/${i % 997} status=200 duration_ms=${i % 113}`,
+        structuredMetadata: [
+          {
+            name: "trace_id",
+            value: (Math.floor(i / 10) * 2654435761).toString(16).padStart(32, "0"),
+          },
+        ],
+      });
+    }
+    const estimate = b.compressedBytesEstimate;
+    const enc = b.encode();
+    const reader = new ChunkReader(enc.bytes);
+    for (const blk of reader.blocks.slice(0, -1)) {
+      expect(blk.rawLength).toBeGreaterThanOrEqual(256 * 1024 * 0.98);
+      expect(blk.rawLength).toBeLessThan(256 * 1024 * 1.02);
+    }
+    expect(estimate).toBeGreaterThanOrEqual(enc.bytes.byteLength * 0.9);
+    expect(estimate).toBeLessThanOrEqual(enc.bytes.byteLength * 1.5);
+    expect(enc.uncompressedBytes).toBe(reader.blocks.reduce((n, blk) => n + blk.rawLength, 0));
+    expect(enc.bytes.byteLength).toBeLessThan(enc.uncompressedBytes / 2);
+    expect(reader.symbols.length).toBe(1 + 2000);
+  });
+
+  test("the key of an encoded chunk names its content", () => {
+    const enc = encodeChunk([{ timestamp: 5n, line: "x", structuredMetadata: [] }]);
+    const ref = {
+      tenant: "t1",
+      fingerprint: 0xabcn,
+      from: enc.from,
+      through: enc.through,
+      checksum: enc.checksum,
+    };
+    expect(chunkKey(ref)).toBe(
+      `t1/chunks/0000000000000abc/5-5-${enc.checksum.toString(16).padStart(8, "0")}`,
+    );
+    expect(encodeChunk([{ timestamp: 5n, line: "x", structuredMetadata: [] }]).checksum).toBe(
+      enc.checksum,
+    );
+    expect(codeOf(() => decodeChunk(enc.bytes, enc.checksum ^ 1))).toBe("bad_checksum");
+  });
+});
+
+describe("chunk builder input", () => {
+  const ok: Entry = { timestamp: 1n, line: "x", structuredMetadata: [] };
+  const bad: [string, unknown][] = [
+    ["number timestamp", { ...ok, timestamp: 1 }],
+    ["timestamp above int64", { ...ok, timestamp: 1n << 63n }],
+    ["timestamp below int64", { ...ok, timestamp: -(1n << 63n) - 1n }],
+    ["line not a string", { ...ok, line: 5 }],
+    ["metadata not an array", { ...ok, structuredMetadata: {} }],
+    ["metadata pair without value", { ...ok, structuredMetadata: [{ name: "a" }] }],
+    ["metadata pair null", { ...ok, structuredMetadata: [null] }],
+    ["line over the limit", { ...ok, line: "x".repeat(8 * 1024 * 1024 + 1) }],
+  ];
+  test.each(bad)("refuses %s with invalid_entry", (_, entry) => {
+    const b = new ChunkBuilder();
+    expect(codeOf(() => b.append(entry as Entry))).toBe("invalid_entry");
+    expect(b.entryCount).toBe(0);
+  });
+
+  test("refuses an empty chunk and bad options", () => {
+    expect(codeOf(() => new ChunkBuilder().encode())).toBe("empty_chunk");
+    expect(codeOf(() => new ChunkBuilder({ blockTargetBytes: 0 }))).toBe("invalid_options");
+    expect(codeOf(() => new ChunkBuilder({ blockTargetBytes: 5 * 1024 * 1024 }))).toBe(
+      "invalid_options",
+    );
+  });
+
+  test("a builder keeps working after encode", () => {
+    const b = new ChunkBuilder();
+    b.append({ timestamp: 2n, line: "b", structuredMetadata: [] });
+    const first = b.encode();
+    b.append({ timestamp: 1n, line: "a", structuredMetadata: [{ name: "k", value: "v" }] });
+    b.append({ timestamp: 2n, line: "b", structuredMetadata: [] }); // duplicate across encode
+    const second = b.encode();
+    expect(decodeChunk(first.bytes).entries.map((e) => e.line)).toEqual(["b"]);
+    expect(decodeChunk(second.bytes).entries.map((e) => e.line)).toEqual(["a", "b"]);
+  });
+});
+
+describe("chunk decoding rejects damage", () => {
+  // Small but complete: three blocks (one out of order, overlapping), metadata, unicode.
+  const small = encodeChunk(
+    [
+      { timestamp: 100n, line: "first", structuredMetadata: [{ name: "trace_id", value: "abc" }] },
+      { timestamp: 101n, line: "", structuredMetadata: [] },
+      { timestamp: 99n, line: "日本", structuredMetadata: [{ name: "trace_id", value: "def" }] },
+      { timestamp: 150n, line: "later", structuredMetadata: [{ name: "u", value: "🙂" }] },
+      { timestamp: 120n, line: "mid", structuredMetadata: [] },
+    ],
+    { blockTargetBytes: 16 },
+  ).bytes;
+
+  test("the sample chunk has several blocks and decodes", () => {
+    expect(new ChunkReader(small).blocks.length).toBeGreaterThanOrEqual(3);
+    expect(decodeChunk(small).entries.map((e) => e.line)).toEqual([
+      "日本",
+      "first",
+      "",
+      "mid",
+      "later",
+    ]);
+  });
+
+  test("every single-byte change is rejected with a ChunkError", () => {
+    const copy = Uint8Array.from(small);
+    const accepted: string[] = [];
+    for (let i = 0; i < small.length; i++) {
+      for (let v = 0; v < 256; v++) {
+        if (v === small[i]) continue;
+        copy[i] = v;
+        if (codeOf(() => decodeChunk(copy)) === "no error") accepted.push(`byte ${i} = ${v}`);
+      }
+      copy[i] = small[i]!;
+    }
+    expect(accepted).toEqual([]);
+  });
+
+  test("every truncation and an extension are rejected with a ChunkError", () => {
+    const accepted: number[] = [];
+    for (let n = 0; n < small.length; n++) {
+      if (codeOf(() => decodeChunk(small.subarray(0, n))) === "no error") accepted.push(n);
+    }
+    expect(accepted).toEqual([]);
+    const longer = new Uint8Array(small.length + 1);
+    longer.set(small);
+    expect(codeOf(() => decodeChunk(longer))).not.toBe("no error");
+  });
+
+  test("header fields get their own codes", () => {
+    const cases: [number, number, ChunkErrorCode][] = [
+      [0, 0x54, "bad_magic"],
+      [4, 2, "unsupported_version"],
+      [5, 2, "unsupported_codec"],
+      [6, 1, "corrupt"],
+    ];
+    for (const [at, value, code] of cases) {
+      const copy = Uint8Array.from(small);
+      copy[at] = value;
+      expect(
+        codeOf(() => decodeChunk(copy)),
+        `byte ${at}`,
+      ).toBe(code);
+    }
+    expect(codeOf(() => decodeChunk(new Uint8Array(3)))).toBe("truncated");
+  });
+
+  test("random bytes never crash the decoder", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 400 }), fc.boolean(), (tail, withHeader) => {
+        const bytes = withHeader ? Uint8Array.from([...small.subarray(0, 8), ...tail]) : tail;
+        expect(codeOf(() => decodeChunk(bytes))).not.toBe("no error");
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  /**
+   * Rewrites the footer with `edit` and a correct checksum, so the damage gets past the
+   * CRC and must be caught by the consistency checks.
+   */
+  function withFooter(edit: (fields: bigint[]) => void): Uint8Array {
+    const size = small.length;
+    const footerLength = new DataView(small.buffer, small.byteOffset).getUint32(
+      size - TRAILER_BYTES,
+      true,
+    );
+    const start = size - TRAILER_BYTES - footerLength;
+    const r = new ByteReader(small, "test", "corrupt", start, size - TRAILER_BYTES);
+    const fields: bigint[] = [];
+    // Four symbol-table fields, the block count, six fields a block (minTs signed).
+    for (let i = 0; i < 5; i++) fields.push(r.uvarint64());
+    for (let b = 0; b < Number(fields[4]); b++) {
+      for (let j = 0; j < 6; j++) fields.push(j === 3 ? r.varint64() : r.uvarint64());
+    }
+    edit(fields);
+    const w = new ByteWriter();
+    for (const [i, v] of fields.entries()) {
+      if (i >= 5 && (i - 5) % 6 === 3) w.varint64(v);
+      else w.uvarint64(v);
+    }
+    const footer = w.toBytes();
+    const out = new Uint8Array(start + footer.length + TRAILER_BYTES);
+    out.set(small.subarray(0, start));
+    out.set(footer, start);
+    const dv = new DataView(out.buffer);
+    dv.setUint32(start + footer.length, footer.length, true);
+    dv.setUint32(start + footer.length + 4, crc32c(footer), true);
+    return out;
+  }
+
+  test("a footer with a valid checksum but inconsistent fields is rejected before allocating", () => {
+    expect(decodeChunk(withFooter(() => undefined)).entries.length).toBe(5); // the rewrite is faithful
+    const edits: [string, (f: bigint[]) => void][] = [
+      ["huge block count", (f) => (f[4] = 1n << 40n)],
+      ["zero blocks", (f) => (f[4] = 0n)],
+      ["block offset off by one", (f) => (f[5] = f[5]! + 1n)],
+      ["block raw length over the cap", (f) => (f[7] = BigInt(MAX_BLOCK_RAW_BYTES) + 1n)],
+      ["block raw length off by one", (f) => (f[7] = f[7]! + 1n)],
+      ["huge entry count", (f) => (f[10] = 1n << 50n)],
+      ["entry count off by one", (f) => (f[10] = f[10]! + 1n)],
+      ["block minimum timestamp off", (f) => (f[8] = f[8]! - 1n)],
+      [
+        "block minimum timestamp off, maximum kept",
+        (f) => {
+          f[8] = f[8]! - 1n;
+          f[9] = f[9]! + 1n;
+        },
+      ],
+      ["block maximum timestamp off", (f) => (f[9] = f[9]! + 1n)],
+      ["maximum timestamp overflows int64", (f) => (f[9] = (1n << 64n) - 1n)],
+      ["symbol count off by one", (f) => (f[3] = f[3]! + 1n)],
+      ["symbol table raw length over the cap", (f) => (f[2] = 1n << 40n)],
+      ["symbol table moved", (f) => (f[0] = f[0]! - 1n)],
+    ];
+    for (const [name, edit] of edits) {
+      expect(
+        codeOf(() => decodeChunk(withFooter(edit))),
+        name,
+      ).not.toBe("no error");
+    }
+  });
+});

@@ -1,0 +1,27 @@
+/** One structured metadata pair of an entry, as Loki's push API carries them. */
+export interface MetadataPair {
+  readonly name: string;
+  readonly value: string;
+}
+
+/** One log entry of a stream. */
+export interface Entry {
+  /** Unix nanoseconds, a signed 64-bit value. */
+  readonly timestamp: bigint;
+  /** The log line. */
+  readonly line: string;
+  /** Structured metadata pairs, in the order they were pushed (may be empty). */
+  readonly structuredMetadata: readonly MetadataPair[];
+}
+
+/** True when `a` and `b` are exact duplicates: same timestamp, line and metadata, in order. */
+export function sameEntry(a: Entry, b: Entry): boolean {
+  if (a.timestamp !== b.timestamp || a.line !== b.line) return false;
+  const am = a.structuredMetadata;
+  const bm = b.structuredMetadata;
+  if (am.length !== bm.length) return false;
+  for (let i = 0; i < am.length; i++) {
+    if (am[i]!.name !== bm[i]!.name || am[i]!.value !== bm[i]!.value) return false;
+  }
+  return true;
+}

@@ -1,0 +1,228 @@
+import { ByteReader, isInt64 } from "./bytes.js";
+import { MIN_ENTRY_BYTES, decodeBlockPayload } from "./block.js";
+import type { BlockMeta } from "./block.js";
+import { snappyUncompress } from "./codec.js";
+import { crc32c } from "./crc.js";
+import type { Entry } from "./entry.js";
+import { ChunkError } from "./errors.js";
+import {
+  CODEC_SNAPPY,
+  CRC_BYTES,
+  HEADER_BYTES,
+  MAGIC,
+  MAX_BLOCK_RAW_BYTES,
+  MAX_FOOTER_BYTES,
+  MAX_SYMBOLS_RAW_BYTES,
+  TRAILER_BYTES,
+  VERSION,
+} from "./format.js";
+
+/** What {@link ChunkReader.entries} reads. */
+export interface ReadOptions {
+  /** Only entries at or after this timestamp, ns. */
+  from?: bigint;
+  /** Only entries before this timestamp, ns (exclusive, as a query's end). */
+  through?: bigint;
+  /** `forward` (oldest first, the default) or `backward` (newest first). */
+  direction?: "forward" | "backward";
+}
+
+/** A chunk decoded whole by {@link decodeChunk}. */
+export interface DecodedChunk {
+  /** Every entry, oldest first; equal timestamps in the order they were appended. */
+  readonly entries: Entry[];
+  readonly from: bigint;
+  readonly through: bigint;
+}
+
+/**
+ * Reads an encoded chunk. The constructor checks the header, the footer (its checksum,
+ * every declared offset, length and count against the object's size and the format's
+ * limits) and the symbol table; blocks are checked (CRC-32C, snappy, payload) when read,
+ * so a querier that reads only the blocks overlapping its range decompresses only those.
+ * Every failure is a {@link ChunkError}.
+ */
+export class ChunkReader {
+  /** The blocks, in the order they were cut. */
+  readonly blocks: readonly BlockMeta[];
+  /** Interned metadata names and values. */
+  readonly symbols: readonly string[];
+  /** Earliest timestamp in the chunk, ns. */
+  readonly from: bigint;
+  /** Latest timestamp in the chunk, ns (inclusive). */
+  readonly through: bigint;
+  /** Number of entries. */
+  readonly entryCount: number;
+  private readonly bytes: Uint8Array;
+
+  constructor(bytes: Uint8Array) {
+    this.bytes = bytes;
+    const size = bytes.byteLength;
+    if (size < HEADER_BYTES + TRAILER_BYTES) {
+      throw new ChunkError("truncated", `${size} bytes is shorter than header and trailer`);
+    }
+    for (let i = 0; i < MAGIC.length; i++) {
+      if (bytes[i] !== MAGIC[i]) throw new ChunkError("bad_magic");
+    }
+    if (bytes[4] !== VERSION) throw new ChunkError("unsupported_version", `version ${bytes[4]}`);
+    if (bytes[5] !== CODEC_SNAPPY) throw new ChunkError("unsupported_codec", `codec ${bytes[5]}`);
+    if (bytes[6] !== 0 || bytes[7] !== 0)
+      throw new ChunkError("corrupt", "reserved header bytes are not zero");
+
+    const trailer = new ByteReader(bytes, "trailer", "truncated", size - TRAILER_BYTES);
+    const footerLength = trailer.u32le();
+    const footerCrc = trailer.u32le();
+    const footerEnd = size - TRAILER_BYTES;
+    if (footerLength > MAX_FOOTER_BYTES)
+      throw new ChunkError("too_large", `footer of ${footerLength} bytes`);
+    if (footerLength > footerEnd - HEADER_BYTES) {
+      throw new ChunkError("truncated", `footer of ${footerLength} bytes in a ${size}-byte chunk`);
+    }
+    const footerStart = footerEnd - footerLength;
+    if (crc32c(bytes.subarray(footerStart, footerEnd)) !== footerCrc) {
+      throw new ChunkError("bad_checksum", "footer");
+    }
+
+    const f = new ByteReader(bytes, "footer", "corrupt", footerStart, footerEnd);
+    const symbolsOffset = f.uvarint(footerStart);
+    const symbolsLength = f.uvarint(footerStart);
+    const symbolsRaw = f.uvarint(MAX_SYMBOLS_RAW_BYTES);
+    const symbolCount = f.uvarint(symbolsRaw);
+    if (symbolsOffset + symbolsLength + CRC_BYTES !== footerStart) {
+      f.fail("symbol table does not end where the footer starts");
+    }
+    // Each block record takes at least 6 bytes: checked before the array is allocated.
+    const blockCount = f.uvarint(Math.floor(f.remaining / 6));
+    if (blockCount === 0) f.fail("no blocks");
+    const blocks: BlockMeta[] = new Array<BlockMeta>(blockCount);
+    let expected = HEADER_BYTES;
+    let entryCount = 0;
+    let from = 0n;
+    let through = 0n;
+    for (let i = 0; i < blockCount; i++) {
+      const offset = f.uvarint(footerStart);
+      const length = f.uvarint(footerStart);
+      const rawLength = f.uvarint(MAX_BLOCK_RAW_BYTES);
+      const minTs = f.varint64();
+      const maxTs = minTs + f.uvarint64();
+      const entries = f.uvarint(Math.floor(rawLength / MIN_ENTRY_BYTES));
+      if (offset !== expected) f.fail(`block ${i} at ${offset}, expected ${expected}`);
+      if (length === 0 || entries === 0) f.fail(`block ${i} is empty`);
+      if (!isInt64(maxTs)) f.fail(`block ${i} maximum timestamp overflows int64`);
+      expected = offset + length + CRC_BYTES;
+      if (expected > symbolsOffset) f.fail(`block ${i} runs into the symbol table`);
+      blocks[i] = { offset, length, rawLength, minTs, maxTs, entries };
+      entryCount += entries;
+      if (i === 0 || minTs < from) from = minTs;
+      if (i === 0 || maxTs > through) through = maxTs;
+    }
+    if (expected !== symbolsOffset) f.fail("blocks do not end where the symbol table starts");
+    f.expectEnd();
+
+    this.blocks = blocks;
+    this.from = from;
+    this.through = through;
+    this.entryCount = entryCount;
+    const raw = this.section(symbolsOffset, symbolsLength, symbolsRaw, "symbol table");
+    const s = new ByteReader(raw, "symbol table");
+    const count = s.uvarint(raw.byteLength);
+    if (count !== symbolCount) s.fail(`${count} symbols, footer says ${symbolCount}`);
+    const symbols: string[] = new Array<string>(count);
+    for (let i = 0; i < count; i++) symbols[i] = s.string();
+    s.expectEnd();
+    this.symbols = symbols;
+  }
+
+  /** Decodes block `i` (checksum, decompression, payload), entries in timestamp order. */
+  block(i: number): Entry[] {
+    const meta = this.blocks[i];
+    if (meta === undefined) throw new RangeError(`no block ${i}`);
+    const where = `block ${i}`;
+    const raw = this.section(meta.offset, meta.length, meta.rawLength, where);
+    return decodeBlockPayload(raw, meta, this.symbols, where);
+  }
+
+  /**
+   * Entries in timestamp order (equal timestamps in append order; backward is the exact
+   * reverse), optionally only those in [from, through). Blocks that do not overlap the
+   * range are not decompressed. Overlapping blocks (entries that arrived out of order)
+   * are decoded together and merged; others one at a time.
+   */
+  *entries(options: ReadOptions = {}): Generator<Entry, void, undefined> {
+    const lo = options.from;
+    const hi = options.through;
+    const backward = options.direction === "backward";
+    const selected: number[] = [];
+    for (let i = 0; i < this.blocks.length; i++) {
+      const b = this.blocks[i]!;
+      if ((lo === undefined || b.maxTs >= lo) && (hi === undefined || b.minTs < hi))
+        selected.push(i);
+    }
+    // Clusters of blocks whose time ranges overlap, in time order.
+    selected.sort((a, b) => {
+      const x = this.blocks[a]!.minTs;
+      const y = this.blocks[b]!.minTs;
+      return x < y ? -1 : x > y ? 1 : a - b;
+    });
+    const clusters: number[][] = [];
+    let end: bigint | undefined;
+    for (const i of selected) {
+      const b = this.blocks[i]!;
+      const last = clusters[clusters.length - 1];
+      if (last !== undefined && end !== undefined && b.minTs <= end) {
+        last.push(i);
+        if (b.maxTs > end) end = b.maxTs;
+      } else {
+        clusters.push([i]);
+        end = b.maxTs;
+      }
+    }
+    if (backward) clusters.reverse();
+    for (const cluster of clusters) {
+      let entries: Entry[];
+      if (cluster.length === 1) {
+        entries = this.block(cluster[0]!);
+      } else {
+        // Concatenated in cut order, then a stable sort: equal timestamps stay in append
+        // order, because earlier blocks hold earlier appends.
+        cluster.sort((a, b) => a - b);
+        entries = cluster.flatMap((i) => this.block(i));
+        entries.sort((a, b) =>
+          a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0,
+        );
+      }
+      if (backward) {
+        for (let j = entries.length - 1; j >= 0; j--) {
+          const e = entries[j]!;
+          if ((lo === undefined || e.timestamp >= lo) && (hi === undefined || e.timestamp < hi))
+            yield e;
+        }
+      } else {
+        for (const e of entries) {
+          if ((lo === undefined || e.timestamp >= lo) && (hi === undefined || e.timestamp < hi))
+            yield e;
+        }
+      }
+    }
+  }
+
+  /** Checks a section's CRC-32C and decompresses it to exactly `rawLength` bytes. */
+  private section(offset: number, length: number, rawLength: number, where: string): Uint8Array {
+    const data = this.bytes.subarray(offset, offset + length);
+    const stored = new ByteReader(this.bytes, where, "corrupt", offset + length).u32le();
+    if (crc32c(data) !== stored) throw new ChunkError("bad_checksum", where);
+    return snappyUncompress(data, rawLength, where);
+  }
+}
+
+/**
+ * Decodes and checks a whole chunk: every block, every checksum, and, when given, the
+ * CRC-32C of the whole object against `expectedChecksum` (the ref's checksum).
+ */
+export function decodeChunk(bytes: Uint8Array, expectedChecksum?: number): DecodedChunk {
+  if (expectedChecksum !== undefined && crc32c(bytes) !== expectedChecksum >>> 0) {
+    throw new ChunkError("bad_checksum", "object does not match its ref's checksum");
+  }
+  const reader = new ChunkReader(bytes);
+  return { entries: [...reader.entries()], from: reader.from, through: reader.through };
+}
