@@ -21,3 +21,39 @@ export function parseExpr(query: string, options?: ParseOptions): Expr {
   validateExpr(e);
   return e;
 }
+export {
+  extractBloomTests,
+  evaluateBloomTest,
+  bloomTestTokens,
+  kvToken,
+  logSelectors,
+  extractLineFilterTests,
+  evaluateLineTest,
+  ngrams,
+  type BloomTest,
+  type LineTest,
+} from "./bloom.js";
+export { regexLiterals, MAX_REGEX_LITERALS } from "./simplify.js";
+export {
+  compilePipeline,
+  compileLabelFilter,
+  LABEL_FILTER_ERR,
+  TEMPLATE_FORMAT_ERR,
+  type LogEntry,
+  type Pipeline,
+  type PipelineOutput,
+} from "./pipeline.js";
+export { ERROR_LABEL, ERROR_DETAILS_LABEL, LabelsBuilder } from "./builder.js";
+export { JSON_PARSER_ERR, LOGFMT_PARSER_ERR } from "./extract.js";
+export {
+  evaluateRange,
+  evaluateInstant,
+  formatValue,
+  nsToSeconds,
+  quantile,
+  MAX_POINTS,
+  type Matrix,
+  type Vector,
+  type RangeParams,
+  type StreamEntries,
+} from "./metric.js";

@@ -1,0 +1,124 @@
+/**
+ * Labels of one entry while it moves through a pipeline: stream labels, then structured
+ * metadata, then labels set by stages (parsers, formatters, errors), looked up in reverse
+ * order of precedence as Loki's `LabelsBuilder` does. Overrides live in two parallel arrays
+ * reused across entries, so that a pipeline allocates nothing for an entry it drops.
+ */
+
+/** A label lookup that tolerates plain objects (prototype keys are not labels). */
+export function own(rec: Readonly<Record<string, string>>, name: string): string | undefined {
+  const v = rec[name];
+  return typeof v === "string" ? v : undefined;
+}
+
+const EMPTY: Readonly<Record<string, string>> = Object.freeze({});
+
+/** Loki's error label and its details. */
+export const ERROR_LABEL = "__error__";
+export const ERROR_DETAILS_LABEL = "__error_details__";
+
+/** The mutable label state of one entry. */
+export class LabelsBuilder {
+  stream: Readonly<Record<string, string>> = EMPTY;
+  metadata: Readonly<Record<string, string>> = EMPTY;
+  private names: string[] = [];
+  private values: (string | null)[] = [];
+  private n = 0;
+
+  /** Starts a new entry. */
+  reset(stream: Readonly<Record<string, string>>, metadata: Readonly<Record<string, string>>): void {
+    this.stream = stream;
+    this.metadata = metadata;
+    this.n = 0;
+  }
+
+  /** The current value of a label, or undefined when it is absent. */
+  get(name: string): string | undefined {
+    for (let i = this.n - 1; i >= 0; i--) {
+      if (this.names[i] === name) return this.values[i] ?? undefined;
+    }
+    return own(this.metadata, name) ?? own(this.stream, name);
+  }
+
+  /** Sets a label (parsed or formatted). */
+  set(name: string, value: string): void {
+    for (let i = 0; i < this.n; i++) {
+      if (this.names[i] === name) {
+        this.values[i] = value;
+        return;
+      }
+    }
+    this.names[this.n] = name;
+    this.values[this.n] = value;
+    this.n++;
+  }
+
+  /** Removes a label, whatever its origin. */
+  delete(name: string): void {
+    if (this.get(name) === undefined) return;
+    for (let i = 0; i < this.n; i++) {
+      if (this.names[i] === name) {
+        this.values[i] = null;
+        return;
+      }
+    }
+    this.names[this.n] = name;
+    this.values[this.n] = null;
+    this.n++;
+  }
+
+  /** True when a stage has set `__error__`. */
+  hasError(): boolean {
+    const e = this.get(ERROR_LABEL);
+    return e !== undefined && e !== "";
+  }
+
+  /** Sets `__error__` and `__error_details__`, keeping the first error as Loki does. */
+  setError(kind: string, details: string): void {
+    if (this.hasError()) return;
+    this.set(ERROR_LABEL, kind);
+    this.set(ERROR_DETAILS_LABEL, details);
+  }
+
+  /** True when `name` is a stream label (parsers then write `name_extracted`). */
+  isStreamLabel(name: string): boolean {
+    return own(this.stream, name) !== undefined;
+  }
+
+  /** Every label name currently present. */
+  names_(): string[] {
+    const out = new Set<string>([...Object.keys(this.stream), ...Object.keys(this.metadata)]);
+    for (let i = 0; i < this.n; i++) out.add(this.names[i]!);
+    return [...out].filter((k) => this.get(k) !== undefined);
+  }
+
+  /**
+   * The output label set. With no overrides and no metadata this is the stream's own
+   * object, shared: callers must not mutate what a pipeline returns.
+   */
+  labels(): Record<string, string> {
+    let noMeta = true;
+    for (const _ in this.metadata) {
+      noMeta = false;
+      break;
+    }
+    if (this.n === 0 && noMeta) return this.stream as Record<string, string>;
+    const out: Record<string, string> = { ...this.stream, ...this.metadata };
+    for (let i = 0; i < this.n; i++) {
+      const v = this.values[i];
+      if (v === null || v === undefined) delete out[this.names[i]!];
+      else out[this.names[i]!] = v;
+    }
+    return out;
+  }
+}
+
+/** Loki's `sanitizeLabelKey`: characters outside `[A-Za-z0-9_]` become `_`; a leading digit gets `_`. */
+export function sanitizeLabelName(key: string): string {
+  let out = key;
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
+    out = key.replace(/[^A-Za-z0-9_]/g, "_");
+    if (/^[0-9]/.test(out)) out = "_" + out;
+  }
+  return out;
+}

@@ -1,0 +1,550 @@
+/**
+ * Metric query evaluation over entries already fetched: step-aligned range windows
+ * (left-open, right-closed: `(t - offset - range, t - offset]`, as Loki's range vector
+ * iterator), vector aggregations, binary operations with vector matching, label_replace
+ * and vector(). Times are unix nanoseconds as `bigint`; results use Loki's JSON shapes with
+ * unix seconds and values formatted as Go's `strconv.FormatFloat(v, 'f', -1, 64)`.
+ */
+import type { Expr, Grouping, LogRange, SampleExpr, VectorMatching } from "./ast.js";
+import { ERROR_LABEL } from "./builder.js";
+import { EvalError } from "./errors.js";
+import { matchesLabels } from "./matchers.js";
+import { compileLabelFilter, compilePipeline, parseFloatStrict } from "./pipeline.js";
+import { compileRegex } from "./regex.js";
+import { parseBytes, parseDuration } from "./units.js";
+
+/** One stream of time-ordered entries, as the querier hands them over. */
+export interface StreamEntries {
+  labels: Readonly<Record<string, string>>;
+  entries: readonly {
+    timestamp: bigint;
+    line: string;
+    structuredMetadata?: Readonly<Record<string, string>>;
+  }[];
+}
+
+/** A range query's steps, in unix nanoseconds. Steps run from start to end inclusive. */
+export interface RangeParams {
+  startNs: bigint;
+  endNs: bigint;
+  stepNs: bigint;
+}
+
+/** Loki's `matrix` result. */
+export type Matrix = { metric: Record<string, string>; values: [number, string][] }[];
+/** Loki's `vector` result. */
+export type Vector = { metric: Record<string, string>; value: [number, string] }[];
+
+/** Loki's limit on points per series in a range query. */
+export const MAX_POINTS = 11_000;
+
+interface Sample {
+  labels: Record<string, string>;
+  value: number;
+}
+type StepVector = Map<string, Sample>;
+type Value = { scalar: true; values: number[] } | { scalar: false; steps: StepVector[] };
+
+/** Evaluates a metric query at every step; answers Loki's matrix. */
+export function evaluateRange(expr: Expr, streams: Iterable<StreamEntries>, p: RangeParams): Matrix {
+  const steps = stepTimes(p);
+  const v = evalNode(asSample(expr), [...streams], steps);
+  const series = new Map<string, { metric: Record<string, string>; values: [number, string][] }>();
+  const push = (key: string, metric: Record<string, string>, t: bigint, x: number): void => {
+    let s = series.get(key);
+    if (s === undefined) series.set(key, (s = { metric, values: [] }));
+    s.values.push([nsToSeconds(t), formatValue(x)]);
+  };
+  steps.forEach((t, k) => {
+    if (v.scalar) push("", {}, t, v.values[k]!);
+    else for (const [key, s] of v.steps[k]!) push(key, s.labels, t, s.value);
+  });
+  return [...series.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, s]) => s);
+}
+
+/** Evaluates a metric query at one time; answers Loki's vector (sorted as `sort`/`sort_desc` ask). */
+export function evaluateInstant(expr: Expr, streams: Iterable<StreamEntries>, timeNs: bigint): Vector {
+  const e = asSample(expr);
+  const v = evalNode(e, [...streams], [timeNs]);
+  const ts = nsToSeconds(timeNs);
+  if (v.scalar) return [{ metric: {}, value: [ts, formatValue(v.values[0]!)] }];
+  const samples = [...v.steps[0]!.entries()];
+  if (e.kind === "vectorAgg" && (e.op === "sort" || e.op === "sort_desc")) {
+    const dir = e.op === "sort" ? 1 : -1;
+    samples.sort(([, a], [, b]) => dir * (a.value - b.value));
+  } else samples.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return samples.map(([, s]) => ({ metric: s.labels, value: [ts, formatValue(s.value)] }));
+}
+
+function asSample(e: Expr): SampleExpr {
+  if (e.kind === "log") throw new EvalError("evaluation", "a log query has no samples: use a metric query");
+  return e;
+}
+
+function stepTimes(p: RangeParams): bigint[] {
+  if (p.endNs < p.startNs) throw new EvalError("invalid_parameters", "end timestamp must not be before start time");
+  if (p.stepNs <= 0n) {
+    if (p.startNs === p.endNs) return [p.startNs];
+    throw new EvalError("invalid_parameters", "zero or negative query resolution step widths are not accepted. Try a positive integer");
+  }
+  const count = (p.endNs - p.startNs) / p.stepNs + 1n;
+  if (count > BigInt(MAX_POINTS)) {
+    throw new EvalError(
+      "invalid_parameters",
+      "exceeded maximum resolution of 11,000 points per timeseries. Try increasing the value of the step parameter",
+    );
+  }
+  const out: bigint[] = [];
+  for (let t = p.startNs; t <= p.endNs; t += p.stepNs) out.push(t);
+  return out;
+}
+
+/** Unix nanoseconds to the seconds Loki writes in results. */
+export function nsToSeconds(t: bigint): number {
+  return Number(t / 1_000_000n) / 1000 + Number(t % 1_000_000n) / 1e9;
+}
+
+/** Go's `strconv.FormatFloat(v, 'f', -1, 64)`, with Prometheus' `+Inf`, `-Inf`, `NaN`. */
+export function formatValue(v: number): string {
+  if (Number.isNaN(v)) return "NaN";
+  if (v === Infinity) return "+Inf";
+  if (v === -Infinity) return "-Inf";
+  const s = String(v);
+  const m = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(s);
+  if (m === null) return s;
+  const [, sign, int, frac = "", expText] = m;
+  const digits = int! + frac;
+  const exp = Number(expText);
+  if (exp >= 0) return sign! + digits.padEnd(exp + 1, "0");
+  return `${sign}0.${"0".repeat(-exp - 1)}${digits}`;
+}
+
+/** A canonical key for a label set (sorted names). */
+export function labelsKey(l: Readonly<Record<string, string>>): string {
+  const keys = Object.keys(l).sort();
+  let out = "{";
+  for (const k of keys) out += `${k}=${JSON.stringify(l[k])},`;
+  return out + "}";
+}
+
+function evalNode(e: SampleExpr, streams: StreamEntries[], steps: bigint[]): Value {
+  switch (e.kind) {
+    case "literal":
+      return { scalar: true, values: steps.map(() => e.value) };
+    case "vector":
+      return { scalar: false, steps: steps.map(() => new Map([["{}", { labels: {}, value: e.value }]])) };
+    case "rangeAgg":
+      return { scalar: false, steps: evalRangeAgg(e, streams, steps) };
+    case "vectorAgg": {
+      const inner = evalNode(e.inner, streams, steps);
+      if (inner.scalar) throw new EvalError("evaluation", `${e.op} needs a vector, got a scalar`);
+      return { scalar: false, steps: inner.steps.map((sv) => aggregate(e.op, e.param, e.grouping, sv)) };
+    }
+    case "labelReplace": {
+      const inner = evalNode(e.inner, streams, steps);
+      if (inner.scalar) return inner;
+      const re = compileRegex(e.regex, true);
+      return {
+        scalar: false,
+        steps: inner.steps.map((sv) => {
+          const out: StepVector = new Map();
+          for (const s of sv.values()) {
+            const m = re.exec(s.labels[e.src] ?? "");
+            let labels = s.labels;
+            if (m !== null) {
+              const value = m[0].replace(re, e.replacement.replace(/\$\{(\w+)\}/g, (_x, g: string) => (/^\d+$/.test(g) ? `$${g}` : `$<${g}>`)));
+              labels = { ...s.labels };
+              if (value === "") delete labels[e.dst];
+              else labels[e.dst] = value;
+            }
+            out.set(labelsKey(labels), { labels, value: s.value });
+          }
+          return out;
+        }),
+      };
+    }
+    case "binary":
+      return evalBinary(e, evalNode(e.left, streams, steps), evalNode(e.right, streams, steps));
+  }
+}
+
+// --- range aggregations ------------------------------------------------------------------
+
+interface Series {
+  labels: Record<string, string>;
+  ts: bigint[];
+  values: number[];
+}
+
+function group(labels: Record<string, string>, g: Grouping | undefined): Record<string, string> {
+  if (g === undefined) return labels;
+  const out: Record<string, string> = {};
+  if (g.without) {
+    for (const [k, v] of Object.entries(labels)) if (!g.labels.includes(k)) out[k] = v;
+  } else {
+    for (const k of g.labels) if (labels[k] !== undefined) out[k] = labels[k];
+  }
+  return out;
+}
+
+function convert(conv: LogRange["unwrap"], v: string): number | undefined {
+  switch (conv?.conversion) {
+    case undefined:
+      return parseFloatStrict(v);
+    case "bytes":
+      return parseBytes(v);
+    case "duration":
+    case "duration_seconds": {
+      const ns = parseDuration(v);
+      return ns === undefined ? undefined : ns / 1e9;
+    }
+  }
+}
+
+function collectSeries(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: StreamEntries[], from: bigint, to: bigint): Series[] {
+  const r = e.range;
+  const pipeline = compilePipeline(r.selector.pipeline);
+  const post = (r.unwrap?.postFilters ?? []).map(compileLabelFilter);
+  const bytes = e.op === "bytes_over_time" || e.op === "bytes_rate";
+  const out = new Map<string, Series>();
+  const noMeta: Record<string, string> = {};
+  for (const stream of streams) {
+    if (!matchesLabels(r.selector.matchers, stream.labels)) continue;
+    for (const entry of stream.entries) {
+      if (entry.timestamp <= from || entry.timestamp > to) continue;
+      const line = pipeline.run({
+        timestamp: entry.timestamp,
+        line: entry.line,
+        labels: stream.labels,
+        structuredMetadata: entry.structuredMetadata ?? noMeta,
+      });
+      if (line === null) continue;
+      const b = pipeline.builder;
+      let value = 1;
+      if (r.unwrap !== undefined) {
+        const raw = b.get(r.unwrap.label);
+        const x = raw === undefined ? undefined : convert(r.unwrap, raw);
+        if (x === undefined) b.setError("SampleExtractionErr", `cannot convert ${JSON.stringify(raw ?? "")} for unwrap`);
+        else value = x;
+        if (!post.every((f) => f(b))) continue;
+      } else if (bytes) value = Buffer.byteLength(line);
+      let labels = b.labels();
+      if (r.unwrap !== undefined) {
+        labels = { ...labels };
+        delete labels[r.unwrap.label];
+      }
+      if (labels[ERROR_LABEL] !== undefined) {
+        const err = labels[ERROR_LABEL];
+        throw new EvalError(
+          "pipeline",
+          `pipeline error: '${err}' for series: '${labelsKey(labels)}'.\nUse a label filter to intentionally skip this error. (e.g | __error__!="${err}").\nTo skip all potential errors you can match empty errors.(e.g __error__="")\nThe label filter can also be specified after unwrap. (e.g | unwrap latency | __error__="" )\n`,
+        );
+      }
+      labels = group(labels, e.grouping);
+      const key = labelsKey(labels);
+      let s = out.get(key);
+      if (s === undefined) out.set(key, (s = { labels, ts: [], values: [] }));
+      s.ts.push(entry.timestamp);
+      s.values.push(value);
+    }
+  }
+  for (const s of out.values()) {
+    // Entries of several streams may interleave in one series.
+    let sorted = true;
+    for (let i = 1; i < s.ts.length; i++) if (s.ts[i]! < s.ts[i - 1]!) sorted = false;
+    if (!sorted) {
+      const idx = s.ts.map((_, i) => i).sort((a, b) => (s.ts[a]! < s.ts[b]! ? -1 : s.ts[a]! > s.ts[b]! ? 1 : a - b));
+      s.ts = idx.map((i) => s.ts[i]!);
+      s.values = idx.map((i) => s.values[i]!);
+    }
+  }
+  return [...out.values()];
+}
+
+function evalRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: StreamEntries[], steps: bigint[]): StepVector[] {
+  const { rangeNs, offsetNs } = e.range;
+  const first = steps[0]!;
+  const last = steps[steps.length - 1]!;
+  const series = collectSeries(e, streams, first - offsetNs - rangeNs, last - offsetNs);
+  const rangeSec = Number(rangeNs) / 1e9;
+  const out: StepVector[] = steps.map(() => new Map());
+  for (const s of series) {
+    let lo = 0;
+    let hi = 0;
+    steps.forEach((t, k) => {
+      const end = t - offsetNs;
+      const start = end - rangeNs;
+      while (lo < s.ts.length && s.ts[lo]! <= start) lo++;
+      if (hi < lo) hi = lo;
+      while (hi < s.ts.length && s.ts[hi]! <= end) hi++;
+      if (hi === lo) return;
+      const v = rangeFn(e.op, e.param, s.values.slice(lo, hi), s.ts.slice(lo, hi), start, end, rangeSec);
+      if (v !== undefined) out[k]!.set(labelsKey(s.labels), { labels: s.labels, value: v });
+    });
+  }
+  if (e.op === "absent_over_time") {
+    const labels: Record<string, string> = {};
+    for (const m of e.range.selector.matchers) if (m.op === "=") labels[m.name] = m.value;
+    const key = labelsKey(labels);
+    return out.map((sv) => (sv.size === 0 ? new Map([[key, { labels, value: 1 }]]) : new Map()));
+  }
+  return out;
+}
+
+function rangeFn(op: string, param: number | undefined, v: number[], ts: bigint[], start: bigint, end: bigint, rangeSec: number): number | undefined {
+  const n = v.length;
+  const sum = (): number => v.reduce((a, b) => a + b, 0);
+  const variance = (): number => {
+    const mean = sum() / n;
+    return v.reduce((a, x) => a + (x - mean) ** 2, 0) / n;
+  };
+  switch (op) {
+    case "count_over_time":
+      return n;
+    case "rate":
+    case "bytes_rate":
+      return sum() / rangeSec;
+    case "bytes_over_time":
+    case "sum_over_time":
+      return sum();
+    case "avg_over_time":
+      return sum() / n;
+    case "min_over_time":
+      return Math.min(...v);
+    case "max_over_time":
+      return Math.max(...v);
+    case "stdvar_over_time":
+      return variance();
+    case "stddev_over_time":
+      return Math.sqrt(variance());
+    case "quantile_over_time":
+      return quantile(param ?? 0, v);
+    case "first_over_time":
+      return v[0];
+    case "last_over_time":
+      return v[n - 1];
+    case "rate_counter":
+      return extrapolatedRate(v, ts, start, end, rangeSec);
+    case "absent_over_time":
+      return 1;
+    default:
+      return undefined;
+  }
+}
+
+/** Prometheus' quantile over values (linear interpolation between closest ranks). */
+export function quantile(q: number, values: readonly number[]): number {
+  if (values.length === 0 || Number.isNaN(q)) return NaN;
+  if (q < 0) return -Infinity;
+  if (q > 1) return Infinity;
+  const s = [...values].sort((a, b) => a - b);
+  const rank = q * (s.length - 1);
+  const lower = Math.max(0, Math.floor(rank));
+  const upper = Math.min(s.length - 1, lower + 1);
+  const w = rank - Math.floor(rank);
+  return s[lower]! * (1 - w) + s[upper]! * w;
+}
+
+/** Prometheus' `extrapolatedRate` for counters, which Loki's `rate_counter` reuses. */
+function extrapolatedRate(v: number[], ts: bigint[], start: bigint, end: bigint, rangeSec: number): number | undefined {
+  const n = v.length;
+  if (n < 2) return undefined;
+  let result = v[n - 1]! - v[0]!;
+  for (let i = 1; i < n; i++) if (v[i]! < v[i - 1]!) result += v[i - 1]!;
+  const sec = (x: bigint): number => Number(x) / 1e9;
+  let toStart = sec(ts[0]! - start);
+  const toEnd = sec(end - ts[n - 1]!);
+  const sampled = sec(ts[n - 1]! - ts[0]!);
+  const avg = sampled / (n - 1);
+  if (result > 0 && v[0]! >= 0) {
+    const toZero = sampled * (v[0]! / result);
+    if (toZero < toStart) toStart = toZero;
+  }
+  const threshold = avg * 1.1;
+  let interval = sampled;
+  interval += toStart < threshold ? toStart : avg / 2;
+  interval += toEnd < threshold ? toEnd : avg / 2;
+  return (result * (interval / sampled)) / rangeSec;
+}
+
+// --- vector aggregations -----------------------------------------------------------------
+
+function aggregate(op: string, param: number | undefined, g: Grouping | undefined, sv: StepVector): StepVector {
+  const out: StepVector = new Map();
+  if (op === "sort" || op === "sort_desc") return sv;
+  const groups = new Map<string, { labels: Record<string, string>; members: Sample[] }>();
+  for (const s of sv.values()) {
+    const labels = g === undefined ? {} : group(s.labels, g);
+    const key = labelsKey(labels);
+    let grp = groups.get(key);
+    if (grp === undefined) groups.set(key, (grp = { labels, members: [] }));
+    grp.members.push(s);
+  }
+  for (const [key, grp] of groups) {
+    const vals = grp.members.map((m) => m.value);
+    const n = vals.length;
+    const sum = vals.reduce((a, b) => a + b, 0);
+    const variance = (): number => vals.reduce((a, x) => a + (x - sum / n) ** 2, 0) / n;
+    switch (op) {
+      case "topk":
+      case "bottomk": {
+        const k = param ?? 0;
+        const sorted = [...grp.members].sort((a, b) => (op === "topk" ? b.value - a.value : a.value - b.value));
+        for (const s of sorted.slice(0, k)) out.set(labelsKey(s.labels), s);
+        continue;
+      }
+      case "sum":
+        out.set(key, { labels: grp.labels, value: sum });
+        continue;
+      case "avg":
+        out.set(key, { labels: grp.labels, value: sum / n });
+        continue;
+      case "count":
+        out.set(key, { labels: grp.labels, value: n });
+        continue;
+      case "min":
+        out.set(key, { labels: grp.labels, value: Math.min(...vals) });
+        continue;
+      case "max":
+        out.set(key, { labels: grp.labels, value: Math.max(...vals) });
+        continue;
+      case "stdvar":
+        out.set(key, { labels: grp.labels, value: variance() });
+        continue;
+      case "stddev":
+        out.set(key, { labels: grp.labels, value: Math.sqrt(variance()) });
+        continue;
+    }
+  }
+  return out;
+}
+
+// --- binary operations -------------------------------------------------------------------
+
+function arith(op: string, a: number, b: number): number {
+  switch (op) {
+    case "+":
+      return a + b;
+    case "-":
+      return a - b;
+    case "*":
+      return a * b;
+    case "/":
+      return a / b;
+    case "%":
+      return a % b;
+    case "^":
+      return a ** b;
+    case "==":
+      return a === b ? 1 : 0;
+    case "!=":
+      return a !== b ? 1 : 0;
+    case ">":
+      return a > b ? 1 : 0;
+    case ">=":
+      return a >= b ? 1 : 0;
+    case "<":
+      return a < b ? 1 : 0;
+    case "<=":
+      return a <= b ? 1 : 0;
+    default:
+      throw new EvalError("evaluation", `unsupported operator ${op}`);
+  }
+}
+
+const CMP = new Set(["==", "!=", ">", ">=", "<", "<="]);
+
+function signature(labels: Record<string, string>, m: VectorMatching | undefined): string {
+  if (m === undefined) return labelsKey(labels);
+  const picked: Record<string, string> = {};
+  for (const [k, v] of Object.entries(labels)) {
+    if (m.on ? m.labels.includes(k) : !m.labels.includes(k)) picked[k] = v;
+  }
+  return labelsKey(picked);
+}
+
+function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Value): Value {
+  const op = e.op;
+  if (l.scalar && r.scalar) {
+    return { scalar: true, values: l.values.map((a, k) => arith(op, a, r.values[k]!)) };
+  }
+  if (l.scalar || r.scalar) {
+    const vec = (l.scalar ? r : l) as Extract<Value, { scalar: false }>;
+    const sc = (l.scalar ? l : r) as Extract<Value, { scalar: true }>;
+    return {
+      scalar: false,
+      steps: vec.steps.map((sv, k) => {
+        const out: StepVector = new Map();
+        for (const [key, s] of sv) {
+          const a = l.scalar ? sc.values[k]! : s.value;
+          const b = l.scalar ? s.value : sc.values[k]!;
+          const x = arith(op, a, b);
+          if (CMP.has(op) && !e.returnBool) {
+            if (x === 1) out.set(key, s);
+          } else out.set(key, { labels: s.labels, value: x });
+        }
+        return out;
+      }),
+    };
+  }
+  const m = e.matching;
+  return {
+    scalar: false,
+    steps: l.steps.map((lv, k) => {
+      const rv = r.steps[k]!;
+      const out: StepVector = new Map();
+      if (op === "and" || op === "unless" || op === "or") {
+        const rsigs = new Set([...rv.values()].map((s) => signature(s.labels, m)));
+        for (const [key, s] of lv) if (rsigs.has(signature(s.labels, m)) === (op !== "unless")) out.set(key, s);
+        if (op === "or") {
+          const lsigs = new Set([...lv.values()].map((s) => signature(s.labels, m)));
+          for (const [key, s] of lv) out.set(key, s);
+          for (const [key, s] of rv) if (!lsigs.has(signature(s.labels, m))) out.set(key, s);
+        }
+        return out;
+      }
+      const swap = m?.card === "one-to-many";
+      const many = swap ? rv : lv;
+      const one = swap ? lv : rv;
+      const bySig = new Map<string, Sample>();
+      for (const s of one.values()) {
+        const sig = signature(s.labels, m);
+        if (bySig.has(sig)) {
+          throw new EvalError("evaluation", "found duplicate series for the match group on the right hand-side of the operation: many-to-many matching not allowed");
+        }
+        bySig.set(sig, s);
+      }
+      const seen = new Set<string>();
+      for (const s of many.values()) {
+        const sig = signature(s.labels, m);
+        const other = bySig.get(sig);
+        if (other === undefined) continue;
+        if ((m === undefined || m.card === "one-to-one") && seen.has(sig)) {
+          throw new EvalError("evaluation", "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)");
+        }
+        seen.add(sig);
+        const [a, b] = swap ? [other.value, s.value] : [s.value, other.value];
+        const x = arith(op, a, b);
+        let labels: Record<string, string>;
+        if (m === undefined || m.card === "one-to-one") {
+          labels = m === undefined ? s.labels : {};
+          if (m !== undefined) {
+            for (const [kk, vv] of Object.entries(s.labels)) {
+              if (m.on ? m.labels.includes(kk) : !m.labels.includes(kk)) labels[kk] = vv;
+            }
+          }
+        } else {
+          labels = { ...s.labels };
+          for (const name of m.include) {
+            if (other.labels[name] !== undefined) labels[name] = other.labels[name];
+            else delete labels[name];
+          }
+        }
+        if (CMP.has(op) && !e.returnBool) {
+          if (x === 1) out.set(labelsKey(labels), { labels, value: swap ? b : a });
+        } else out.set(labelsKey(labels), { labels, value: x });
+      }
+      return out;
+    }),
+  };
+}
