@@ -20,7 +20,12 @@ import { cpus } from "node:os";
 import { parseArgs } from "node:util";
 import { ScalableBloomFilter, serializeFilter, type AnyFilter } from "@sieve/bloom";
 import SnappyJS from "snappyjs";
-import { decodeBloomBlock, encodeBloomBlock, SeriesBloomBuilder, type MetadataPair } from "../src/index.js";
+import {
+  decodeBloomBlock,
+  encodeBloomBlock,
+  SeriesBloomBuilder,
+  type MetadataPair,
+} from "../src/index.js";
 
 const { values } = parseArgs({
   options: { lines: { type: "string", default: "200000" }, runs: { type: "string", default: "5" } },
@@ -38,11 +43,23 @@ function rand(n: number): number {
 }
 const hex = (n: number): string => {
   let s = "";
-  for (let i = 0; i < n; i++) s += "0123456789abcdef"[rand(16)];
+  for (let i = 0; i < n; i++) s += rand(16).toString(16);
   return s;
 };
-const PATHS = ["/api/v1/users", "/api/v1/orders", "/api/v1/cart", "/healthz", "/api/v2/search", "/login"];
-const MSGS = ["request completed", "cache miss, fetching from upstream", "user session refreshed", "slow query"];
+const PATHS = [
+  "/api/v1/users",
+  "/api/v1/orders",
+  "/api/v1/cart",
+  "/healthz",
+  "/api/v2/search",
+  "/login",
+];
+const MSGS = [
+  "request completed",
+  "cache miss, fetching from upstream",
+  "user session refreshed",
+  "slow query",
+];
 
 interface Entry {
   line: string;
@@ -75,14 +92,19 @@ function median(xs: readonly number[]): number {
 function snappyBytes(entries: readonly Entry[]): number {
   const bytes = new TextEncoder().encode(entries.map((e) => e.line).join("\n"));
   let total = 0;
-  for (let at = 0; at < bytes.length; at += 262_144) total += SnappyJS.compress(bytes.subarray(at, at + 262_144)).length;
+  for (let at = 0; at < bytes.length; at += 262_144)
+    total += SnappyJS.compress(bytes.subarray(at, at + 262_144)).length;
   return total;
 }
 
 /** Cuts `entries` into chunks of `linesPerChunk` and a bloom every `chunksPerBloom` chunks. */
 interface Strategy {
   name: string;
-  run(entries: readonly Entry[], linesPerChunk: number, chunksPerBloom: number): { tokens: number; bloomBytes: number };
+  run(
+    entries: readonly Entry[],
+    linesPerChunk: number,
+    chunksPerBloom: number,
+  ): { tokens: number; bloomBytes: number };
 }
 
 const cutTime: Strategy = {
@@ -191,7 +213,9 @@ for (const shape of shapes) {
     });
   }
 }
-console.log("| strategy | lines/chunk | chunks/bloom | tokens/s (median) | bloom bytes | % of snappy lines |");
+console.log(
+  "| strategy | lines/chunk | chunks/bloom | tokens/s (median) | bloom bytes | % of snappy lines |",
+);
 console.log("|---|---:|---:|---:|---:|---:|");
 for (const r of rows) {
   console.log(
@@ -206,7 +230,8 @@ for (let s = 0; s < 1000; s++) {
   for (let t = 0; t < 100; t++) builder.add([{ name: "trace_id", value: hex(32) }]);
   builder.cut({ from: 0n, through: 1n, checksum: s });
   const bloom = builder.finish()!;
-  if (bloom.status === "ok") series.push({ fingerprint: BigInt(s) * 7919n, filter: bloom.filter, chunks: [] });
+  if (bloom.status === "ok")
+    series.push({ fingerprint: BigInt(s) * 7919n, filter: bloom.filter, chunks: [] });
 }
 const encodeRates: number[] = [];
 const decodeRates: number[] = [];
@@ -231,7 +256,9 @@ const block = {
 console.log(`\n| bloom block (${block.series} series, ${block.bytes} bytes) | series/s | MB/s |`);
 console.log("|---|---:|---:|");
 console.log(`| encode | ${block.encodeSeriesPerSec.toFixed(0)} | ${block.encodeMBps.toFixed(1)} |`);
-console.log(`| decode (all checks) | ${block.decodeSeriesPerSec.toFixed(0)} | ${block.decodeMBps.toFixed(1)} |`);
+console.log(
+  `| decode (all checks) | ${block.decodeSeriesPerSec.toFixed(0)} | ${block.decodeMBps.toFixed(1)} |`,
+);
 
 const root = new URL("../../../", import.meta.url);
 const dir = new URL("bench/results/", root);
@@ -241,7 +268,17 @@ const machine = { node: process.version, cpus: cpus().length, cpu: cpus()[0]?.mo
 writeFileSync(
   file,
   JSON.stringify(
-    { benchmark: "index", lines: LINES, rawBytes, snappyBytes: compressed, runs: RUNS, machine, medians: rows, block, all },
+    {
+      benchmark: "index",
+      lines: LINES,
+      rawBytes,
+      snappyBytes: compressed,
+      runs: RUNS,
+      machine,
+      medians: rows,
+      block,
+      all,
+    },
     null,
     2,
   ),
