@@ -27,6 +27,7 @@ export function compileRegex(pattern: string, anchored: boolean, global = false)
     // The "s" flag is not set: `.` does not match a newline, as in Go.
     re = new RE2(anchored ? `^(?:${pattern})$` : pattern, global ? "gu" : "u");
   } catch (e) {
+    if (anchored) compileRegex(pattern, false); // words the error with the user's pattern
     throw new RegexSyntaxError(
       `error parsing regexp: ${e instanceof Error ? e.message : String(e)}`,
     );
