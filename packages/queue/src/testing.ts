@@ -36,7 +36,8 @@ export interface WaitForOptions {
 }
 
 /**
- * Resolves with the first truthy value `condition` returns, checking it every
+ * Resolves with the first value other than undefined, null or false that `condition`
+ * returns, checking it every
  * `intervalMs`; rejects when `timeoutMs` passes first. For conditions nothing signals
  * (a broker's group state, another process's output), as kafkajs' own test helpers do.
  */

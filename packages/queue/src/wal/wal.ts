@@ -331,12 +331,18 @@ export class WalConsumer implements QueueConsumer {
     this.stopped = deferred();
     this.listener = listener;
     const all = this.logs.map((log) => log.partition);
-    await listener?.assigned?.(all);
-    const cursors = await Promise.all(
-      this.logs.map((log) =>
-        PartitionCursor.open(log, this.offsets.committed[log.partition]!, this.options),
-      ),
-    );
+    const cursors: PartitionCursor[] = [];
+    try {
+      await listener?.assigned?.(all);
+      for (const log of this.logs) {
+        const committed = this.offsets.committed[log.partition]!;
+        cursors.push(await PartitionCursor.open(log, committed, this.options));
+      }
+    } catch (error) {
+      await Promise.all(cursors.map((cursor) => cursor.close()));
+      this.running = false;
+      throw error;
+    }
     this.loops = cursors.map((cursor, p) => this.loop(this.logs[p]!, cursor, handler));
   }
 
