@@ -58,6 +58,12 @@ async function answering(
   };
 }
 
+/** The SDK's request metadata on the S3 error a StorageError wraps. */
+function sdkMetadata(err: unknown): { attempts?: number; totalRetryDelay?: number } {
+  const cause = (err as StorageError).cause as { $metadata?: object } | undefined;
+  return cause?.$metadata ?? {};
+}
+
 describe("S3ObjectStore", () => {
   test("a missing bucket is a backend error, not a missing object", async () => {
     const store = new S3ObjectStore({
@@ -76,7 +82,7 @@ describe("S3ObjectStore", () => {
     }
   });
 
-  test("wrong credentials are a backend error after one attempt", async () => {
+  test("wrong credentials are a backend error, not retried", async () => {
     const store = await createTestBucket();
     const wrong = new S3ObjectStore({
       bucket: store.bucket,
@@ -85,7 +91,10 @@ describe("S3ObjectStore", () => {
       credentials: { accessKeyId: "nobody", secretAccessKey: "wrong-secret" },
     });
     try {
-      await expectCode(wrong.put("k", new Uint8Array(1)), "backend");
+      const err = await wrong.put("k", new Uint8Array(1)).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StorageError);
+      expect((err as StorageError).code).toBe("backend");
+      expect(sdkMetadata(err).attempts).toBe(1); // a 403 is final: not retried
     } finally {
       wrong.close();
       await dropTestBucket(store);
@@ -106,8 +115,11 @@ describe("S3ObjectStore", () => {
       maxAttempts: 3,
     });
     try {
-      await expectCode(store.get("k"), "backend");
+      const err = await store.get("k").catch((e: unknown) => e);
+      expect((err as StorageError).code).toBe("backend");
       expect(server.requests()).toBe(3);
+      expect(sdkMetadata(err).attempts).toBe(3);
+      expect(sdkMetadata(err).totalRetryDelay).toBeGreaterThan(0);
     } finally {
       store.close();
       await server.close();
