@@ -306,3 +306,68 @@ describe("write-ahead log recovery", () => {
     });
   });
 });
+
+describe("write-ahead log against a model", () => {
+  it("returns what was appended, from the commit, across rolls, deletions and reopens", async () => {
+    const step = fc.oneof(
+      fc.record({
+        kind: fc.constant("append" as const),
+        sizes: fc.array(fc.record({ partition: fc.nat({ max: 1 }), size: fc.nat({ max: 700 }) }), {
+          minLength: 1,
+          maxLength: 12,
+        }),
+      }),
+      fc.record({
+        kind: fc.constant("commit" as const),
+        partition: fc.nat({ max: 1 }),
+        fraction: fc.double({ min: 0, max: 1, noNaN: true }),
+      }),
+      fc.constant({ kind: "reopen" as const }),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(step, { minLength: 1, maxLength: 25 }),
+        fc.integer({ min: 1024, max: 4096 }),
+        async (steps, segmentBytes) => {
+          const dir = await tempDir();
+          const open = () => openWal({ dir, partitions: 2, segmentBytes, readChunkBytes: 512 });
+          let wal = await open();
+          const model: string[][] = [[], []];
+          const committed = [0, 0];
+          let n = 0;
+          for (const s of steps) {
+            if (s.kind === "append") {
+              const batch = s.sizes.map(({ partition, size }) => ({
+                partition,
+                key: KEY,
+                value: valueOf(partition, n++, size),
+              }));
+              await wal.writer.append(batch);
+              for (const r of batch) model[r.partition]!.push(r.value.toString());
+            } else if (s.kind === "commit") {
+              const p = s.partition;
+              const to =
+                committed[p]! + Math.floor(s.fraction * (model[p]!.length - committed[p]!));
+              await wal.consumer.commit(p, to);
+              committed[p] = to;
+              // Whatever was deleted lay wholly below the commit.
+              expect(wal.firstOffset(p)).toBeLessThanOrEqual(to);
+            } else {
+              await wal.close();
+              wal = await open();
+            }
+          }
+          const read = await drain(wal);
+          for (const p of [0, 1]) {
+            expect(read[p]!.map((r) => r.offset)).toEqual(
+              model[p]!.map((_, i) => i).slice(committed[p]),
+            );
+            expect(values(read[p]!)).toEqual(model[p]!.slice(committed[p]));
+          }
+          await wal.close();
+        },
+      ),
+      { numRuns: 25 },
+    );
+  });
+});
