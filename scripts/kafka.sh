@@ -73,7 +73,7 @@ download() {
 </project>
 POM
   rm -rf "$libs"
-  mvn -q -B -f "$cache/$KAFKA_VERSION/pom.xml" -Dmaven.repo.local="$cache/m2" \
+  mvn -q -B -Dstyle.color=never -f "$cache/$KAFKA_VERSION/pom.xml" -Dmaven.repo.local="$cache/m2" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$libs" ||
     die "mvn could not fetch Kafka $KAFKA_VERSION"
   [ -f "$libs/kafka_2.13-$KAFKA_VERSION.jar" ] || die "kafka_2.13-$KAFKA_VERSION.jar missing after download"
