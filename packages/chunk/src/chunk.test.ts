@@ -127,6 +127,30 @@ describe("chunk round trip", () => {
     );
   });
 
+  test("a range read decompresses only the blocks that overlap it", () => {
+    const entries: Entry[] = [];
+    for (let i = 0; i < 400; i++) {
+      entries.push({
+        timestamp: BigInt(i),
+        line: `line ${i} ${"y".repeat(30)}`,
+        structuredMetadata: [],
+      });
+    }
+    const bytes = Uint8Array.from(encodeChunk(entries, { blockTargetBytes: 1024 }).bytes);
+    const reader = new ChunkReader(bytes);
+    expect(reader.blocks.length).toBeGreaterThan(4);
+    const [first, second] = reader.blocks;
+    // Damage the first block: reads that do not need it still work, reads that do fail.
+    bytes[first!.offset + 1]! ^= 0xff;
+    const damaged = new ChunkReader(bytes);
+    const lo = second!.minTs;
+    const lines = [...damaged.entries({ from: lo, through: lo + 3n })].map((e) => e.timestamp);
+    expect(lines).toEqual([lo, lo + 1n, lo + 2n]);
+    expect(codeOf(() => [...damaged.entries({ from: 0n, through: 1n })])).toBe("bad_checksum");
+    expect(codeOf(() => damaged.block(0))).toBe("bad_checksum");
+    expect(codeOf(() => decodeChunk(bytes))).toBe("bad_checksum");
+  });
+
   test("a duplicate of an entry in an already cut block is dropped", () => {
     const b = new ChunkBuilder({ blockTargetBytes: 64 });
     const e = (ts: bigint, line: string, md: MetadataPair[] = []): Entry => ({

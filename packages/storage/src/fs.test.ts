@@ -1,6 +1,10 @@
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, test } from "vitest";
 import { BAD_KEYS, expectCode, objectStoreContract } from "./contract.test-helper.js";
 import { FsObjectStore } from "./fs.js";
@@ -49,5 +53,64 @@ describe("FsObjectStore", () => {
     writeFileSync(join(store.root, "tmp", ".sieve-tmp-deadbeef"), "partial");
     expect(await store.list("tmp/")).toEqual(["tmp/real"]);
     expect(await store.list("")).toEqual(["tmp/real"]);
+  });
+});
+
+describe("FsObjectStore crash safety", () => {
+  /**
+   * Runs fs.test-crash.ts until it has finished `puts` puts, SIGKILLs it and answers the
+   * lines it printed. The kill lands wherever the child is: mid-write, mid-fsync, mid-rename.
+   */
+  async function putUntilKilled(root: string, puts: number): Promise<string[]> {
+    const here = dirname(fileURLToPath(import.meta.url));
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", join(here, "fs.test-crash.ts"), root],
+      {
+        cwd: join(here, ".."),
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    const lines: string[] = [];
+    const exited = new Promise<void>((resolve) => {
+      child.once("exit", () => {
+        resolve();
+      });
+    });
+    let done = 0;
+    for await (const line of createInterface({ input: child.stdout })) {
+      lines.push(line);
+      if (line.startsWith("done ") && ++done === puts) child.kill("SIGKILL");
+    }
+    await exited;
+    expect(child.signalCode).toBe("SIGKILL");
+    return lines;
+  }
+
+  test("a process killed mid-put leaves every key whole: the last completed put or a later one", async () => {
+    const store = fresh();
+    for (const puts of [1, 7, 23, 40, 61]) {
+      const lines = await putUntilKilled(store.root, puts);
+      // For each key: the sha of its last completed put, and every sha started after it.
+      const allowed = new Map<string, Set<string>>();
+      for (const line of lines) {
+        const [what, key, sha] = line.split(" ") as [string, string, string];
+        if (what === "done") allowed.set(key, new Set([sha]));
+        else if (allowed.has(key)) allowed.get(key)!.add(sha);
+        else allowed.set(key, new Set(["absent", sha]));
+      }
+      for (const [key, shas] of allowed) {
+        const got = await store.get(key).catch(() => undefined);
+        if (got === undefined) {
+          expect(shas.has("absent"), `${key} missing after a completed put`).toBe(true);
+          continue;
+        }
+        const head = Buffer.from(got.subarray(0, 32)).toString("hex");
+        const body = createHash("sha256").update(got.subarray(32)).digest("hex");
+        expect(body, `${key} is torn`).toBe(head);
+        expect(shas.has(head), `${key} holds content nobody was writing`).toBe(true);
+      }
+      for (const key of await store.list("")) expect(allowed.has(key)).toBe(true);
+    }
   });
 });
