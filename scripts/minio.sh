@@ -1,12 +1,13 @@
 #!/bin/sh
-# MinIO for the S3 tests: `sh scripts/minio.sh build|start|stop`.
+# MinIO for the S3 tests: `sh scripts/minio.sh build|start|stop|status`.
 #
 # MinIO is built from its Go module with the machine's Go toolchain (no Docker, no
 # downloaded binaries) and cached under .cache/minio (git-ignored), so only the first run
 # pays for the build (several minutes on two cores). `start` runs one server on
 # 127.0.0.1:$MINIO_PORT (default 9000) with a fresh data directory and the fixed test
 # credentials below, waits until /minio/health/live answers, and writes a pid file.
-# It creates no bucket: each test suite creates its own. `stop` ends that server.
+# It creates no bucket: each test suite creates its own. `stop` ends that server;
+# `status` exits 0 when it is running and answers.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -119,8 +120,9 @@ case "${1:-}" in
 build) build ;;
 start) start ;;
 stop) stop ;;
+status) running && live ;;
 *)
-  echo "usage: sh scripts/minio.sh build|start|stop" >&2
+  echo "usage: sh scripts/minio.sh build|start|stop|status" >&2
   exit 2
   ;;
 esac

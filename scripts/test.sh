@@ -16,8 +16,11 @@ on_exit=":"
 trap 'eval "$on_exit"' EXIT
 trap 'exit 130' INT TERM
 # MinIO for the S3 tests: built once from its Go module into .cache/minio, fresh data.
-sh scripts/minio.sh start
-on_exit="sh scripts/minio.sh stop; $on_exit"
+# One already started by `sh scripts/minio.sh start` is used and left running.
+if ! sh scripts/minio.sh status; then
+  sh scripts/minio.sh start
+  on_exit="sh scripts/minio.sh stop; $on_exit"
+fi
 S3_ENDPOINT="http://127.0.0.1:${MINIO_PORT:-9000}"
 AWS_ACCESS_KEY_ID=sieve-test AWS_SECRET_ACCESS_KEY=sieve-test-secret AWS_REGION=us-east-1
 export S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
