@@ -191,4 +191,10 @@ export function isLogExpr(e: Expr): e is LogExpr {
 }
 
 /** Parsers: stages after which labels may come from the line. */
-export const PARSER_STAGES = new Set<Stage["kind"]>(["json", "logfmt", "regexp", "pattern", "unpack"]);
+export const PARSER_STAGES = new Set<Stage["kind"]>([
+  "json",
+  "logfmt",
+  "regexp",
+  "pattern",
+  "unpack",
+]);

@@ -194,7 +194,7 @@ export type LineTest =
  * line bloom and the lookups {@link evaluateLineTest} makes. Shorter text has none.
  */
 export function ngrams(text: string, n: number): string[] {
-  const cps = [...text];
+  const cps = Array.from(text);
   const out: string[] = [];
   for (let i = 0; i + n <= cps.length; i++) out.push(cps.slice(i, i + n).join(""));
   return out;
@@ -207,7 +207,8 @@ export function ngrams(text: string, n: number): string[] {
  * filters after `line_format` or `decolorize` see another line than the one stored.
  */
 export function extractLineFilterTests(e: Expr, n: number): LineTest {
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`n-gram size must be a positive integer, got ${n}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new RangeError(`n-gram size must be a positive integer, got ${n}`);
   const sels = logSelectors(e);
   if (sels.length === 0) return { kind: "all" };
   return lineOr(sels.map((s) => lineFromLog(s, n)));
@@ -215,7 +216,7 @@ export function extractLineFilterTests(e: Expr, n: number): LineTest {
 
 function lineFromLog(e: LogExpr, n: number): LineTest {
   const tests: LineTest[] = [];
-  const long = (s: string): boolean => [...s].length >= n;
+  const long = (s: string): boolean => Array.from(s).length >= n;
   for (const stage of e.pipeline) {
     if (stage.kind === "lineFormat" || stage.kind === "decolorize") break;
     if (stage.kind !== "lineFilter") continue;
@@ -232,7 +233,8 @@ function lineFromLog(e: LogExpr, n: number): LineTest {
         lineOr(
           stage.terms.map((t): LineTest => {
             const lits = regexLiterals(t.value);
-            if (lits === undefined || lits.length === 0 || !lits.every(long)) return { kind: "all" };
+            if (lits === undefined || lits.length === 0 || !lits.every(long))
+              return { kind: "all" };
             return lineOr(lits.map((literal) => ({ kind: "contains", literal })));
           }),
         ),
@@ -242,7 +244,9 @@ function lineFromLog(e: LogExpr, n: number): LineTest {
         lineOr(
           stage.terms.map((t): LineTest => {
             const p = parsePattern(t.value, false);
-            const lits = p.parts.flatMap((part) => ("lit" in part && long(part.lit) ? [part.lit] : []));
+            const lits = p.parts.flatMap((part) =>
+              "lit" in part && long(part.lit) ? [part.lit] : [],
+            );
             return lineAnd(lits.map((literal) => ({ kind: "contains", literal })));
           }),
         ),
@@ -253,7 +257,9 @@ function lineFromLog(e: LogExpr, n: number): LineTest {
 }
 
 function lineAnd(children: LineTest[]): LineTest {
-  const kept = children.flatMap((c) => (c.kind === "all" ? [] : c.kind === "and" ? c.children : [c]));
+  const kept = children.flatMap((c) =>
+    c.kind === "all" ? [] : c.kind === "and" ? c.children : [c],
+  );
   if (kept.length === 0) return { kind: "all" };
   return kept.length === 1 ? kept[0]! : { kind: "and", children: kept };
 }
@@ -265,7 +271,11 @@ function lineOr(children: LineTest[]): LineTest {
 }
 
 /** Evaluates a line test against an n-gram bloom (`has` as for {@link evaluateBloomTest}). */
-export function evaluateLineTest(test: LineTest, n: number, has: (token: string) => boolean): boolean {
+export function evaluateLineTest(
+  test: LineTest,
+  n: number,
+  has: (token: string) => boolean,
+): boolean {
   switch (test.kind) {
     case "all":
       return true;

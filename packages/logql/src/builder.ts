@@ -26,7 +26,10 @@ export class LabelsBuilder {
   private n = 0;
 
   /** Starts a new entry. */
-  reset(stream: Readonly<Record<string, string>>, metadata: Readonly<Record<string, string>>): void {
+  reset(
+    stream: Readonly<Record<string, string>>,
+    metadata: Readonly<Record<string, string>>,
+  ): void {
     this.stream = stream;
     this.metadata = metadata;
     this.n = 0;
@@ -96,17 +99,12 @@ export class LabelsBuilder {
    * The output label set. With no overrides and no metadata this is the stream's own
    * object, shared: callers must not mutate what a pipeline returns.
    */
-  labels(): Record<string, string> {
-    let noMeta = true;
-    for (const _ in this.metadata) {
-      noMeta = false;
-      break;
-    }
-    if (this.n === 0 && noMeta) return this.stream as Record<string, string>;
+  labels(): Readonly<Record<string, string>> {
+    if (this.n === 0 && Object.keys(this.metadata).length === 0) return this.stream;
     const out: Record<string, string> = { ...this.stream, ...this.metadata };
     for (let i = 0; i < this.n; i++) {
       const v = this.values[i];
-      if (v === null || v === undefined) delete out[this.names[i]!];
+      if (v === null || v === undefined) Reflect.deleteProperty(out, this.names[i]!);
       else out[this.names[i]!] = v;
     }
     return out;
@@ -115,10 +113,16 @@ export class LabelsBuilder {
 
 /** Loki's `sanitizeLabelKey`: characters outside `[A-Za-z0-9_]` become `_`; a leading digit gets `_`. */
 export function sanitizeLabelName(key: string): string {
-  let out = key;
+  let out = SANITIZED.get(key);
+  if (out !== undefined) return out;
+  out = key;
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
     out = key.replace(/[^A-Za-z0-9_]/g, "_");
     if (/^[0-9]/.test(out)) out = "_" + out;
   }
+  // Keys repeat from line to line; the cache is bounded so that hostile keys cannot grow it.
+  if (SANITIZED.size < 10_000) SANITIZED.set(key, out);
   return out;
 }
+
+const SANITIZED = new Map<string, string>();

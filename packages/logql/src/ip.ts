@@ -14,7 +14,9 @@ export function parseIpFilter(spec: string): (addr: string) => boolean {
   const list = new BlockList();
   const s = spec.trim();
   const bad = (): never => {
-    throw new IpFilterError(`invalid ip filter ${JSON.stringify(spec)}: expected an address, a CIDR or a range`);
+    throw new IpFilterError(
+      `invalid ip filter ${JSON.stringify(spec)}: expected an address, a CIDR or a range`,
+    );
   };
   const family = (a: string): "ipv4" | "ipv6" => {
     const v = isIP(a);

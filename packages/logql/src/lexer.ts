@@ -8,14 +8,7 @@ import { parseBytes, parseDuration } from "./units.js";
 
 /** A token's class. `op` covers punctuation and operators; `text` says which. */
 export type TokenType =
-  | "ident"
-  | "string"
-  | "number"
-  | "duration"
-  | "bytes"
-  | "flag"
-  | "op"
-  | "eof";
+  "ident" | "string" | "number" | "duration" | "bytes" | "flag" | "op" | "eof";
 
 /** One token. `value` is the unquoted string, the number, or nanoseconds / bytes. */
 export interface Token {
@@ -239,7 +232,7 @@ export function readQuoted(
   let out = "";
   let chunk = i;
   const n = src.length;
-  while (true) {
+  for (;;) {
     if (i >= n) fail("literal not terminated", start);
     const c = src.charCodeAt(i);
     if (c === 34) {
@@ -254,7 +247,7 @@ export function readQuoted(
     out += src.slice(chunk, i);
     const e = src[i + 1];
     i += 2;
-    switch (e) {
+    switch (e ?? "") {
       case "a":
         out += "\x07";
         break;

@@ -21,7 +21,10 @@ export function matcherMatches(m: Matcher, value: string): boolean {
 }
 
 /** True when the label set satisfies every matcher (a missing label reads as ""). */
-export function matchesLabels(matchers: readonly Matcher[], labels: Readonly<Record<string, string>>): boolean {
+export function matchesLabels(
+  matchers: readonly Matcher[],
+  labels: Readonly<Record<string, string>>,
+): boolean {
   for (const m of matchers) {
     if (!matcherMatches(m, labels[m.name] ?? "")) return false;
   }

@@ -46,7 +46,11 @@ type StepVector = Map<string, Sample>;
 type Value = { scalar: true; values: number[] } | { scalar: false; steps: StepVector[] };
 
 /** Evaluates a metric query at every step; answers Loki's matrix. */
-export function evaluateRange(expr: Expr, streams: Iterable<StreamEntries>, p: RangeParams): Matrix {
+export function evaluateRange(
+  expr: Expr,
+  streams: Iterable<StreamEntries>,
+  p: RangeParams,
+): Matrix {
   const steps = stepTimes(p);
   const v = evalNode(asSample(expr), [...streams], steps);
   const series = new Map<string, { metric: Record<string, string>; values: [number, string][] }>();
@@ -63,7 +67,11 @@ export function evaluateRange(expr: Expr, streams: Iterable<StreamEntries>, p: R
 }
 
 /** Evaluates a metric query at one time; answers Loki's vector (sorted as `sort`/`sort_desc` ask). */
-export function evaluateInstant(expr: Expr, streams: Iterable<StreamEntries>, timeNs: bigint): Vector {
+export function evaluateInstant(
+  expr: Expr,
+  streams: Iterable<StreamEntries>,
+  timeNs: bigint,
+): Vector {
   const e = asSample(expr);
   const v = evalNode(e, [...streams], [timeNs]);
   const ts = nsToSeconds(timeNs);
@@ -77,15 +85,20 @@ export function evaluateInstant(expr: Expr, streams: Iterable<StreamEntries>, ti
 }
 
 function asSample(e: Expr): SampleExpr {
-  if (e.kind === "log") throw new EvalError("evaluation", "a log query has no samples: use a metric query");
+  if (e.kind === "log")
+    throw new EvalError("evaluation", "a log query has no samples: use a metric query");
   return e;
 }
 
 function stepTimes(p: RangeParams): bigint[] {
-  if (p.endNs < p.startNs) throw new EvalError("invalid_parameters", "end timestamp must not be before start time");
+  if (p.endNs < p.startNs)
+    throw new EvalError("invalid_parameters", "end timestamp must not be before start time");
   if (p.stepNs <= 0n) {
     if (p.startNs === p.endNs) return [p.startNs];
-    throw new EvalError("invalid_parameters", "zero or negative query resolution step widths are not accepted. Try a positive integer");
+    throw new EvalError(
+      "invalid_parameters",
+      "zero or negative query resolution step widths are not accepted. Try a positive integer",
+    );
   }
   const count = (p.endNs - p.startNs) / p.stepNs + 1n;
   if (count > BigInt(MAX_POINTS)) {
@@ -132,13 +145,19 @@ function evalNode(e: SampleExpr, streams: StreamEntries[], steps: bigint[]): Val
     case "literal":
       return { scalar: true, values: steps.map(() => e.value) };
     case "vector":
-      return { scalar: false, steps: steps.map(() => new Map([["{}", { labels: {}, value: e.value }]])) };
+      return {
+        scalar: false,
+        steps: steps.map(() => new Map<string, Sample>([["{}", { labels: {}, value: e.value }]])),
+      };
     case "rangeAgg":
       return { scalar: false, steps: evalRangeAgg(e, streams, steps) };
     case "vectorAgg": {
       const inner = evalNode(e.inner, streams, steps);
       if (inner.scalar) throw new EvalError("evaluation", `${e.op} needs a vector, got a scalar`);
-      return { scalar: false, steps: inner.steps.map((sv) => aggregate(e.op, e.param, e.grouping, sv)) };
+      return {
+        scalar: false,
+        steps: inner.steps.map((sv) => aggregate(e.op, e.param, e.grouping, sv)),
+      };
     }
     case "labelReplace": {
       const inner = evalNode(e.inner, streams, steps);
@@ -152,9 +171,14 @@ function evalNode(e: SampleExpr, streams: StreamEntries[], steps: bigint[]): Val
             const m = re.exec(s.labels[e.src] ?? "");
             let labels = s.labels;
             if (m !== null) {
-              const value = m[0].replace(re, e.replacement.replace(/\$\{(\w+)\}/g, (_x, g: string) => (/^\d+$/.test(g) ? `$${g}` : `$<${g}>`)));
+              const value = m[0].replace(
+                re,
+                e.replacement.replace(/\$\{(\w+)\}/g, (_x, g: string) =>
+                  /^\d+$/.test(g) ? `$${g}` : `$<${g}>`,
+                ),
+              );
               labels = { ...s.labels };
-              if (value === "") delete labels[e.dst];
+              if (value === "") Reflect.deleteProperty(labels, e.dst);
               else labels[e.dst] = value;
             }
             out.set(labelsKey(labels), { labels, value: s.value });
@@ -201,7 +225,12 @@ function convert(conv: LogRange["unwrap"], v: string): number | undefined {
   }
 }
 
-function collectSeries(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: StreamEntries[], from: bigint, to: bigint): Series[] {
+function collectSeries(
+  e: Extract<SampleExpr, { kind: "rangeAgg" }>,
+  streams: StreamEntries[],
+  from: bigint,
+  to: bigint,
+): Series[] {
   const r = e.range;
   const pipeline = compilePipeline(r.selector.pipeline);
   const post = (r.unwrap?.postFilters ?? []).map(compileLabelFilter);
@@ -224,15 +253,16 @@ function collectSeries(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: St
       if (r.unwrap !== undefined) {
         const raw = b.get(r.unwrap.label);
         const x = raw === undefined ? undefined : convert(r.unwrap, raw);
-        if (x === undefined) b.setError("SampleExtractionErr", `cannot convert ${JSON.stringify(raw ?? "")} for unwrap`);
+        if (x === undefined)
+          b.setError(
+            "SampleExtractionErr",
+            `cannot convert ${JSON.stringify(raw ?? "")} for unwrap`,
+          );
         else value = x;
         if (!post.every((f) => f(b))) continue;
       } else if (bytes) value = Buffer.byteLength(line);
-      let labels = b.labels();
-      if (r.unwrap !== undefined) {
-        labels = { ...labels };
-        delete labels[r.unwrap.label];
-      }
+      let labels: Record<string, string> = { ...b.labels() };
+      if (r.unwrap !== undefined) Reflect.deleteProperty(labels, r.unwrap.label);
       if (labels[ERROR_LABEL] !== undefined) {
         const err = labels[ERROR_LABEL];
         throw new EvalError(
@@ -253,7 +283,9 @@ function collectSeries(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: St
     let sorted = true;
     for (let i = 1; i < s.ts.length; i++) if (s.ts[i]! < s.ts[i - 1]!) sorted = false;
     if (!sorted) {
-      const idx = s.ts.map((_, i) => i).sort((a, b) => (s.ts[a]! < s.ts[b]! ? -1 : s.ts[a]! > s.ts[b]! ? 1 : a - b));
+      const idx = s.ts
+        .map((_, i) => i)
+        .sort((a, b) => (s.ts[a]! < s.ts[b]! ? -1 : s.ts[a]! > s.ts[b]! ? 1 : a - b));
       s.ts = idx.map((i) => s.ts[i]!);
       s.values = idx.map((i) => s.values[i]!);
     }
@@ -261,13 +293,17 @@ function collectSeries(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: St
   return [...out.values()];
 }
 
-function evalRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: StreamEntries[], steps: bigint[]): StepVector[] {
+function evalRangeAgg(
+  e: Extract<SampleExpr, { kind: "rangeAgg" }>,
+  streams: StreamEntries[],
+  steps: bigint[],
+): StepVector[] {
   const { rangeNs, offsetNs } = e.range;
   const first = steps[0]!;
   const last = steps[steps.length - 1]!;
   const series = collectSeries(e, streams, first - offsetNs - rangeNs, last - offsetNs);
   const rangeSec = Number(rangeNs) / 1e9;
-  const out: StepVector[] = steps.map(() => new Map());
+  const out: StepVector[] = steps.map(() => new Map<string, Sample>());
   for (const s of series) {
     let lo = 0;
     let hi = 0;
@@ -278,7 +314,15 @@ function evalRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: Str
       if (hi < lo) hi = lo;
       while (hi < s.ts.length && s.ts[hi]! <= end) hi++;
       if (hi === lo) return;
-      const v = rangeFn(e.op, e.param, s.values.slice(lo, hi), s.ts.slice(lo, hi), start, end, rangeSec);
+      const v = rangeFn(
+        e.op,
+        e.param,
+        s.values.slice(lo, hi),
+        s.ts.slice(lo, hi),
+        start,
+        end,
+        rangeSec,
+      );
       if (v !== undefined) out[k]!.set(labelsKey(s.labels), { labels: s.labels, value: v });
     });
   }
@@ -286,12 +330,24 @@ function evalRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, streams: Str
     const labels: Record<string, string> = {};
     for (const m of e.range.selector.matchers) if (m.op === "=") labels[m.name] = m.value;
     const key = labelsKey(labels);
-    return out.map((sv) => (sv.size === 0 ? new Map([[key, { labels, value: 1 }]]) : new Map()));
+    return out.map((sv) =>
+      sv.size === 0
+        ? new Map<string, Sample>([[key, { labels, value: 1 }]])
+        : new Map<string, Sample>(),
+    );
   }
   return out;
 }
 
-function rangeFn(op: string, param: number | undefined, v: number[], ts: bigint[], start: bigint, end: bigint, rangeSec: number): number | undefined {
+function rangeFn(
+  op: string,
+  param: number | undefined,
+  v: number[],
+  ts: bigint[],
+  start: bigint,
+  end: bigint,
+  rangeSec: number,
+): number | undefined {
   const n = v.length;
   const sum = (): number => v.reduce((a, b) => a + b, 0);
   const variance = (): number => {
@@ -346,7 +402,13 @@ export function quantile(q: number, values: readonly number[]): number {
 }
 
 /** Prometheus' `extrapolatedRate` for counters, which Loki's `rate_counter` reuses. */
-function extrapolatedRate(v: number[], ts: bigint[], start: bigint, end: bigint, rangeSec: number): number | undefined {
+function extrapolatedRate(
+  v: number[],
+  ts: bigint[],
+  start: bigint,
+  end: bigint,
+  rangeSec: number,
+): number | undefined {
   const n = v.length;
   if (n < 2) return undefined;
   let result = v[n - 1]! - v[0]!;
@@ -369,7 +431,12 @@ function extrapolatedRate(v: number[], ts: bigint[], start: bigint, end: bigint,
 
 // --- vector aggregations -----------------------------------------------------------------
 
-function aggregate(op: string, param: number | undefined, g: Grouping | undefined, sv: StepVector): StepVector {
+function aggregate(
+  op: string,
+  param: number | undefined,
+  g: Grouping | undefined,
+  sv: StepVector,
+): StepVector {
   const out: StepVector = new Map();
   if (op === "sort" || op === "sort_desc") return sv;
   const groups = new Map<string, { labels: Record<string, string>; members: Sample[] }>();
@@ -389,7 +456,9 @@ function aggregate(op: string, param: number | undefined, g: Grouping | undefine
       case "topk":
       case "bottomk": {
         const k = param ?? 0;
-        const sorted = [...grp.members].sort((a, b) => (op === "topk" ? b.value - a.value : a.value - b.value));
+        const sorted = [...grp.members].sort((a, b) =>
+          op === "topk" ? b.value - a.value : a.value - b.value,
+        );
         for (const s of sorted.slice(0, k)) out.set(labelsKey(s.labels), s);
         continue;
       }
@@ -495,7 +564,8 @@ function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Val
       const out: StepVector = new Map();
       if (op === "and" || op === "unless" || op === "or") {
         const rsigs = new Set([...rv.values()].map((s) => signature(s.labels, m)));
-        for (const [key, s] of lv) if (rsigs.has(signature(s.labels, m)) === (op !== "unless")) out.set(key, s);
+        for (const [key, s] of lv)
+          if (rsigs.has(signature(s.labels, m)) === (op !== "unless")) out.set(key, s);
         if (op === "or") {
           const lsigs = new Set([...lv.values()].map((s) => signature(s.labels, m)));
           for (const [key, s] of lv) out.set(key, s);
@@ -510,7 +580,10 @@ function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Val
       for (const s of one.values()) {
         const sig = signature(s.labels, m);
         if (bySig.has(sig)) {
-          throw new EvalError("evaluation", "found duplicate series for the match group on the right hand-side of the operation: many-to-many matching not allowed");
+          throw new EvalError(
+            "evaluation",
+            "found duplicate series for the match group on the right hand-side of the operation: many-to-many matching not allowed",
+          );
         }
         bySig.set(sig, s);
       }
@@ -520,7 +593,10 @@ function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Val
         const other = bySig.get(sig);
         if (other === undefined) continue;
         if ((m === undefined || m.card === "one-to-one") && seen.has(sig)) {
-          throw new EvalError("evaluation", "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)");
+          throw new EvalError(
+            "evaluation",
+            "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)",
+          );
         }
         seen.add(sig);
         const [a, b] = swap ? [other.value, s.value] : [s.value, other.value];
@@ -537,7 +613,7 @@ function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Val
           labels = { ...s.labels };
           for (const name of m.include) {
             if (other.labels[name] !== undefined) labels[name] = other.labels[name];
-            else delete labels[name];
+            else Reflect.deleteProperty(labels, name);
           }
         }
         if (CMP.has(op) && !e.returnBool) {

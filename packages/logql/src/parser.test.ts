@@ -150,16 +150,16 @@ const canonical: string[] = [
   'rate({app="foo"} [5m]) > bool on(host) rate({app="bar"} [5m])',
   'sum(rate({app="foo"} |= "error" [5m])) / sum(rate({app="foo"} [5m]))',
   '(rate({app="foo"} [5m]) + 1) * 2',
-  '1 + 2 * 3',
-  '(1 + 2) * 3',
-  '2 ^ 3 ^ 2',
-  '(2 ^ 3) ^ 2',
-  '1 - (2 - 3)',
-  '1 - 2 - 3',
-  '-1',
-  '1 == bool 1',
-  '1.5',
-  'vector(1)',
+  "1 + 2 * 3",
+  "(1 + 2) * 3",
+  "2 ^ 3 ^ 2",
+  "(2 ^ 3) ^ 2",
+  "1 - (2 - 3)",
+  "1 - 2 - 3",
+  "-1",
+  "1 == bool 1",
+  "1.5",
+  "vector(1)",
   'vector(0) or sum(rate({app="foo"} [5m]))',
   'label_replace(rate({app="foo"} [5m]), "dst", "$1", "src", "(.*)")',
   'label_replace(sum by (a) (rate({app="foo"} [5m])), "b", "x-$1", "a", "(.+)-.*")',
@@ -204,25 +204,43 @@ const respelled: Case[] = [
   ['count_over_time(({app="foo"} |= "x")[5m])', 'count_over_time({app="foo"} |= "x" [5m])'],
   ['count_over_time(({app="foo"} [5m]))', 'count_over_time({app="foo"} [5m])'],
   ['count_over_time({app="foo"}[5m] |= "x")', 'count_over_time({app="foo"} |= "x" [5m])'],
-  ['count_over_time({app="foo"}[5m] offset 1h |= "x")', 'count_over_time({app="foo"} |= "x" [5m] offset 1h)'],
+  [
+    'count_over_time({app="foo"}[5m] offset 1h |= "x")',
+    'count_over_time({app="foo"} |= "x" [5m] offset 1h)',
+  ],
   ['sum_over_time({app="foo"}[5m] | unwrap x)', 'sum_over_time({app="foo"} | unwrap x [5m])'],
-  ['sum_over_time({app="foo"}[5m] offset 2m | unwrap x)', 'sum_over_time({app="foo"} | unwrap x [5m] offset 2m)'],
+  [
+    'sum_over_time({app="foo"}[5m] offset 2m | unwrap x)',
+    'sum_over_time({app="foo"} | unwrap x [5m] offset 2m)',
+  ],
   ['sum_over_time(({app="foo"} | unwrap x)[5m])', 'sum_over_time({app="foo"} | unwrap x [5m])'],
-  ['sum(count_over_time({app="foo"}[5m])) by (a)', 'sum by (a) (count_over_time({app="foo"} [5m]))'],
-  ['sum(count_over_time({app="foo"}[5m])) without(a,b)', 'sum without (a, b) (count_over_time({app="foo"} [5m]))'],
+  [
+    'sum(count_over_time({app="foo"}[5m])) by (a)',
+    'sum by (a) (count_over_time({app="foo"} [5m]))',
+  ],
+  [
+    'sum(count_over_time({app="foo"}[5m])) without(a,b)',
+    'sum without (a, b) (count_over_time({app="foo"} [5m]))',
+  ],
   ['topk(5,rate({app="foo"}[5m])) by (a)', 'topk by (a) (5, rate({app="foo"} [5m]))'],
   ['((rate({app="foo"}[5m])))', 'rate({app="foo"} [5m])'],
-  ['(1 + 2)', '1 + 2'],
-  ['1 + (2 * 3)', '1 + 2 * 3'],
-  ['2 ^ (3 ^ 2)', '2 ^ 3 ^ 2'],
-  ['(1 - 2) - 3', '1 - 2 - 3'],
-  ['rate({app="foo"}[5m]) / on() rate({app="bar"}[5m])', 'rate({app="foo"} [5m]) / on() rate({app="bar"} [5m])'],
-  ['rate({app="foo"}[5m]) * on(a) group_left rate({app="bar"}[5m])', 'rate({app="foo"} [5m]) * on(a) group_left() rate({app="bar"} [5m])'],
-  ['0x10', '16'],
-  ['1e3', '1000'],
-  ['1.', '1'],
-  ['.5', '0.5'],
-  ['vector(+1)'.replace("+", ""), 'vector(1)'],
+  ["(1 + 2)", "1 + 2"],
+  ["1 + (2 * 3)", "1 + 2 * 3"],
+  ["2 ^ (3 ^ 2)", "2 ^ 3 ^ 2"],
+  ["(1 - 2) - 3", "1 - 2 - 3"],
+  [
+    'rate({app="foo"}[5m]) / on() rate({app="bar"}[5m])',
+    'rate({app="foo"} [5m]) / on() rate({app="bar"} [5m])',
+  ],
+  [
+    'rate({app="foo"}[5m]) * on(a) group_left rate({app="bar"}[5m])',
+    'rate({app="foo"} [5m]) * on(a) group_left() rate({app="bar"} [5m])',
+  ],
+  ["0x10", "16"],
+  ["1e3", "1000"],
+  ["1.", "1"],
+  [".5", "0.5"],
+  ["vector(+1)".replace("+", ""), "vector(1)"],
   ['count_over_time({app="foo"} [1h0m0s])', 'count_over_time({app="foo"} [1h])'],
   ['count_over_time({app="foo"} [7d])', 'count_over_time({app="foo"} [168h])'],
   ['count_over_time({app="foo"} [1w])', 'count_over_time({app="foo"} [168h])'],
@@ -233,14 +251,24 @@ const respelled: Case[] = [
 
 /** Explicit trees. */
 const trees: Case[] = [
-  ['{app="foo"}', { kind: "log", matchers: [{ name: "app", op: "=", value: "foo" }], pipeline: [] }],
+  [
+    '{app="foo"}',
+    { kind: "log", matchers: [{ name: "app", op: "=", value: "foo" }], pipeline: [] },
+  ],
   [
     '{app="foo"} |= "a" or "b" | json | status >= 500',
     {
       kind: "log",
       matchers: [{ name: "app", op: "=", value: "foo" }],
       pipeline: [
-        { kind: "lineFilter", op: "|=", terms: [{ value: "a", ip: false }, { value: "b", ip: false }] },
+        {
+          kind: "lineFilter",
+          op: "|=",
+          terms: [
+            { value: "a", ip: false },
+            { value: "b", ip: false },
+          ],
+        },
         { kind: "json", params: [] },
         { kind: "labelFilter", filter: { kind: "number", name: "status", op: ">=", value: 500 } },
       ],
@@ -301,7 +329,11 @@ const trees: Case[] = [
           kind: "rangeAgg",
           op: "rate",
           range: {
-            selector: { kind: "log", matchers: [{ name: "app", op: "=", value: "foo" }], pipeline: [] },
+            selector: {
+              kind: "log",
+              matchers: [{ name: "app", op: "=", value: "foo" }],
+              pipeline: [],
+            },
             rangeNs: 60_000_000_000n,
             offsetNs: 0n,
           },
@@ -311,7 +343,7 @@ const trees: Case[] = [
     },
   ],
   [
-    '1 + 2 * 3 ^ 2',
+    "1 + 2 * 3 ^ 2",
     {
       kind: "binary",
       op: "+",
@@ -345,7 +377,10 @@ const trees: Case[] = [
             { dst: "c", src: "{{.d}}", template: true },
           ],
         },
-        { kind: "drop", items: [{ name: "e" }, { name: "f", matcher: { name: "f", op: "=", value: "g" } }] },
+        {
+          kind: "drop",
+          items: [{ name: "e" }, { name: "f", matcher: { name: "f", op: "=", value: "g" } }],
+        },
         { kind: "keep", items: [{ name: "h" }] },
       ],
     },
@@ -357,12 +392,15 @@ const trees: Case[] = [
       matchers: [{ name: "app", op: "=", value: "foo" }],
       pipeline: [
         { kind: "lineFilter", op: "|=", terms: [{ value: "1.2.3.4", ip: true }] },
-        { kind: "labelFilter", filter: { kind: "bytes", name: "size", op: ">", value: 1024 * 1024 } },
+        {
+          kind: "labelFilter",
+          filter: { kind: "bytes", name: "size", op: ">", value: 1024 * 1024 },
+        },
       ],
     },
   ],
-  ['vector(3)', { kind: "vector", value: 3 }],
-  ['-2.5', { kind: "literal", value: -2.5 }],
+  ["vector(3)", { kind: "vector", value: 3 }],
+  ["-2.5", { kind: "literal", value: -2.5 }],
 ];
 
 const E = ERR_EMPTY();
@@ -380,78 +418,235 @@ const errors: Case[] = [
   ['{app!~"foo"}', err(E)],
   ['{app=~".*", b=""}', err(E)],
   ['count_over_time({a=~".*"}[5m])', err(E)],
-  ["{app}", err("parse error at line 1, col 5: syntax error: unexpected }, expecting = or != or =~ or !~")],
-  ['{app="foo"', err("parse error at line 1, col 11: syntax error: unexpected $end, expecting , or }")],
+  [
+    "{app}",
+    err("parse error at line 1, col 5: syntax error: unexpected }, expecting = or != or =~ or !~"),
+  ],
+  [
+    '{app="foo"',
+    err("parse error at line 1, col 11: syntax error: unexpected $end, expecting , or }"),
+  ],
   ['{app="foo}', err("parse error at line 1, col 6: literal not terminated")],
-  ["{app=foo}", err("parse error at line 1, col 6: syntax error: unexpected IDENTIFIER, expecting STRING")],
-  ['{app="foo"} |= foo', err("parse error at line 1, col 16: syntax error: unexpected IDENTIFIER, expecting STRING")],
-  ['{app="foo"} | json |', err("parse error at line 1, col 21: syntax error: unexpected $end, expecting IDENTIFIER")],
-  ['{app="foo"} |', err("parse error at line 1, col 14: syntax error: unexpected $end, expecting IDENTIFIER")],
-  ['{app="foo"} | status >', err("parse error at line 1, col 23: syntax error: unexpected $end, expecting NUMBER or DURATION or BYTES")],
-  ['{app="foo"} | status > "x"', err("parse error at line 1, col 24: syntax error: unexpected STRING, expecting NUMBER or DURATION or BYTES")],
-  ['{app="foo"} | status =~ 5', err("parse error at line 1, col 25: syntax error: unexpected NUMBER, expecting STRING")],
+  [
+    "{app=foo}",
+    err("parse error at line 1, col 6: syntax error: unexpected IDENTIFIER, expecting STRING"),
+  ],
+  [
+    '{app="foo"} |= foo',
+    err("parse error at line 1, col 16: syntax error: unexpected IDENTIFIER, expecting STRING"),
+  ],
+  [
+    '{app="foo"} | json |',
+    err("parse error at line 1, col 21: syntax error: unexpected $end, expecting IDENTIFIER"),
+  ],
+  [
+    '{app="foo"} |',
+    err("parse error at line 1, col 14: syntax error: unexpected $end, expecting IDENTIFIER"),
+  ],
+  [
+    '{app="foo"} | status >',
+    err(
+      "parse error at line 1, col 23: syntax error: unexpected $end, expecting NUMBER or DURATION or BYTES",
+    ),
+  ],
+  [
+    '{app="foo"} | status > "x"',
+    err(
+      "parse error at line 1, col 24: syntax error: unexpected STRING, expecting NUMBER or DURATION or BYTES",
+    ),
+  ],
+  [
+    '{app="foo"} | status =~ 5',
+    err("parse error at line 1, col 25: syntax error: unexpected NUMBER, expecting STRING"),
+  ],
   ['{app="foo"} [5m]', err("parse error at line 1, col 13: syntax error: unexpected [")],
-  ['{app="foo"} | unwrap x', err("parse error at line 1, col 15: syntax error: unexpected IDENTIFIER")],
-  ['rate({app="foo"})', err("parse error at line 1, col 17: syntax error: unexpected ), expecting [")],
-  ['rate({app="foo"}[5])', err("parse error at line 1, col 18: syntax error: unexpected NUMBER, expecting DURATION")],
-  ['rate({app="foo"}[5m]', err("parse error at line 1, col 21: syntax error: unexpected $end, expecting )")],
-  ['rate({app="foo"}[5x])', err('parse error at line 1, col 18: syntax error: invalid duration or size "5x"')],
-  ['rate({app="foo"}[5m] offset)', err("parse error at line 1, col 28: syntax error: unexpected ), expecting DURATION")],
+  [
+    '{app="foo"} | unwrap x',
+    err("parse error at line 1, col 15: syntax error: unexpected IDENTIFIER"),
+  ],
+  [
+    'rate({app="foo"})',
+    err("parse error at line 1, col 17: syntax error: unexpected ), expecting ["),
+  ],
+  [
+    'rate({app="foo"}[5])',
+    err("parse error at line 1, col 18: syntax error: unexpected NUMBER, expecting DURATION"),
+  ],
+  [
+    'rate({app="foo"}[5m]',
+    err("parse error at line 1, col 21: syntax error: unexpected $end, expecting )"),
+  ],
+  [
+    'rate({app="foo"}[5x])',
+    err('parse error at line 1, col 18: syntax error: invalid duration or size "5x"'),
+  ],
+  [
+    'rate({app="foo"}[5m] offset)',
+    err("parse error at line 1, col 28: syntax error: unexpected ), expecting DURATION"),
+  ],
   ["sum()", err("parse error at line 1, col 5: syntax error: unexpected )")],
-  ['sum({app="foo"})', err("parse error at line 1, col 5: syntax error: unexpected log query in sum, expecting a metric query")],
-  ['sum(rate({app="foo"}[5m])) by', err("parse error at line 1, col 30: syntax error: unexpected $end, expecting (")],
-  ['sum(rate({app="foo"}[5m])) by (1)', err("parse error at line 1, col 32: syntax error: unexpected NUMBER, expecting IDENTIFIER")],
-  ['foo(rate({app="foo"}[5m]))', err("parse error at line 1, col 1: syntax error: unexpected IDENTIFIER")],
+  [
+    'sum({app="foo"})',
+    err(
+      "parse error at line 1, col 5: syntax error: unexpected log query in sum, expecting a metric query",
+    ),
+  ],
+  [
+    'sum(rate({app="foo"}[5m])) by',
+    err("parse error at line 1, col 30: syntax error: unexpected $end, expecting ("),
+  ],
+  [
+    'sum(rate({app="foo"}[5m])) by (1)',
+    err("parse error at line 1, col 32: syntax error: unexpected NUMBER, expecting IDENTIFIER"),
+  ],
+  [
+    'foo(rate({app="foo"}[5m]))',
+    err("parse error at line 1, col 1: syntax error: unexpected IDENTIFIER"),
+  ],
   ['rate({app="foo"}[5m]) +', err("parse error at line 1, col 24: syntax error: unexpected $end")],
-  ['{app="foo"} + 1', err("parse error at line 1, col 13: unexpected type for left leg of binary operation (+): log query")],
-  ['1 + {app="foo"}', err("parse error at line 1, col 3: unexpected type for right leg of binary operation (+): log query")],
-  ['{app="foo"} | regexp "(a"', err("parse error at line 1, col 22: error parsing regexp: missing ): (a")],
-  ['{app="foo"} | regexp "(a)"', err("parse error at line 1, col 22: at least one named capture must be supplied")],
-  ['{app="foo"} |~ "(a"', err("parse error at line 1, col 16: error parsing regexp: missing ): (a")],
+  [
+    '{app="foo"} + 1',
+    err(
+      "parse error at line 1, col 13: unexpected type for left leg of binary operation (+): log query",
+    ),
+  ],
+  [
+    '1 + {app="foo"}',
+    err(
+      "parse error at line 1, col 3: unexpected type for right leg of binary operation (+): log query",
+    ),
+  ],
+  [
+    '{app="foo"} | regexp "(a"',
+    err("parse error at line 1, col 22: error parsing regexp: missing ): (a"),
+  ],
+  [
+    '{app="foo"} | regexp "(a)"',
+    err("parse error at line 1, col 22: at least one named capture must be supplied"),
+  ],
+  [
+    '{app="foo"} |~ "(a"',
+    err("parse error at line 1, col 16: error parsing regexp: missing ): (a"),
+  ],
   ['{app=~"(a"}', err("parse error at line 1, col 7: error parsing regexp: missing ): (a")],
-  ['{app="foo"} | pattern "<a><b>"', err("parse error at line 1, col 23: found consecutive capture '<b>': this would be ambiguous")],
-  ['{app="foo"} | pattern "foo"', err("parse error at line 1, col 23: at least one capture is required")],
-  ['{app="foo"} | line_format "{{.a"', err("parse error at line 1, col 27: template: unclosed action")],
-  ['{app="foo"} | line_format "{{ nosuch .a }}"', err('parse error at line 1, col 27: function "nosuch" not defined')],
-  ['{app="foo"} | line_format "{{ range .a }}{{ end }}"', err("parse error at line 1, col 27: template: action {{range}} is not supported")],
-  ['{app="foo"} | label_format a="{{ if .b }}"', err("parse error at line 1, col 30: template: unexpected EOF")],
+  [
+    '{app="foo"} | pattern "<a><b>"',
+    err("parse error at line 1, col 23: found consecutive capture '<b>': this would be ambiguous"),
+  ],
+  [
+    '{app="foo"} | pattern "foo"',
+    err("parse error at line 1, col 23: at least one capture is required"),
+  ],
+  [
+    '{app="foo"} | line_format "{{.a"',
+    err("parse error at line 1, col 27: template: unclosed action"),
+  ],
+  [
+    '{app="foo"} | line_format "{{ nosuch .a }}"',
+    err('parse error at line 1, col 27: function "nosuch" not defined'),
+  ],
+  [
+    '{app="foo"} | line_format "{{ range .a }}{{ end }}"',
+    err("parse error at line 1, col 27: template: action {{range}} is not supported"),
+  ],
+  [
+    '{app="foo"} | label_format a="{{ if .b }}"',
+    err("parse error at line 1, col 30: template: unexpected EOF"),
+  ],
   ['{app="foo"} | logfmt --nope', err("parse error at line 1, col 22: invalid logfmt flag --nope")],
   ['{app="foo"} | json a="b["', err('parse error at line 1, col 22: invalid json expression "b["')],
-  ['{app="foo"} |= ip("nope")', err('parse error at line 1, col 19: invalid ip filter "nope": expected an address, a CIDR or a range')],
-  ['{app="foo"} |~ ip("1.2.3.4")', err("parse error at line 1, col 16: syntax error: ip() is only allowed with |= and !=")],
+  [
+    '{app="foo"} |= ip("nope")',
+    err(
+      'parse error at line 1, col 19: invalid ip filter "nope": expected an address, a CIDR or a range',
+    ),
+  ],
+  [
+    '{app="foo"} |~ ip("1.2.3.4")',
+    err("parse error at line 1, col 16: syntax error: ip() is only allowed with |= and !="),
+  ],
   ['{app="\\q"}', err("parse error at line 1, col 7: invalid syntax: unknown escape sequence \\q")],
   ["{app=`foo}", err("parse error at line 1, col 6: literal not terminated")],
   ['{app="foo"} @', err('parse error at line 1, col 13: syntax error: unexpected character "@"')],
-  ['{app="foo"}\n| json\n| @', err('parse error at line 3, col 3: syntax error: unexpected character "@"')],
-  ['sum_over_time({app="foo"}[5m])', err("parse error : invalid aggregation sum_over_time without unwrap")],
-  ['avg_over_time({app="foo"}[5m])', err("parse error : invalid aggregation avg_over_time without unwrap")],
-  ['quantile_over_time(0.9, {app="foo"}[5m])', err("parse error : invalid aggregation quantile_over_time without unwrap")],
-  ['count_over_time({app="foo"} | unwrap x [5m])', err("parse error : invalid aggregation count_over_time with unwrap")],
-  ['bytes_rate({app="foo"} | unwrap x [5m])', err("parse error : invalid aggregation bytes_rate with unwrap")],
-  ['count_over_time({app="foo"}[5m]) by (x)', err("parse error : grouping not allowed for count_over_time aggregation")],
-  ['bytes_over_time({app="foo"}[5m]) without (x)', err("parse error : grouping not allowed for bytes_over_time aggregation")],
-  ['quantile_over_time({app="foo"} | unwrap x [5m])', err("parse error : parameter required for operation quantile_over_time")],
+  [
+    '{app="foo"}\n| json\n| @',
+    err('parse error at line 3, col 3: syntax error: unexpected character "@"'),
+  ],
+  [
+    'sum_over_time({app="foo"}[5m])',
+    err("parse error : invalid aggregation sum_over_time without unwrap"),
+  ],
+  [
+    'avg_over_time({app="foo"}[5m])',
+    err("parse error : invalid aggregation avg_over_time without unwrap"),
+  ],
+  [
+    'quantile_over_time(0.9, {app="foo"}[5m])',
+    err("parse error : invalid aggregation quantile_over_time without unwrap"),
+  ],
+  [
+    'count_over_time({app="foo"} | unwrap x [5m])',
+    err("parse error : invalid aggregation count_over_time with unwrap"),
+  ],
+  [
+    'bytes_rate({app="foo"} | unwrap x [5m])',
+    err("parse error : invalid aggregation bytes_rate with unwrap"),
+  ],
+  [
+    'count_over_time({app="foo"}[5m]) by (x)',
+    err("parse error : grouping not allowed for count_over_time aggregation"),
+  ],
+  [
+    'bytes_over_time({app="foo"}[5m]) without (x)',
+    err("parse error : grouping not allowed for bytes_over_time aggregation"),
+  ],
+  [
+    'quantile_over_time({app="foo"} | unwrap x [5m])',
+    err("parse error : parameter required for operation quantile_over_time"),
+  ],
   ['topk(rate({app="foo"}[5m]))', err("parse error : parameter required for operation topk")],
-  ['topk(1.5, rate({app="foo"}[5m]))', err("parse error : invalid parameter for operation topk(1.5,: must be a positive integer")],
-  ['sum(5, rate({app="foo"}[5m]))', err("parse error : unsupported parameter for operation sum(5,")],
-  ['sort by (a) (rate({app="foo"}[5m]))', err("parse error : grouping not allowed for sort aggregation")],
-  ['rate({app="foo"}[5m]) + bool 1', err("parse error : bool modifier can only be used on comparison operators")],
-  ['1 > 2', err("parse error : comparisons between scalars must use BOOL modifier")],
-  ['rate({app="foo"}[5m]) and 1', err("parse error : unexpected literal for right leg of logical/set binary operation (and): 1")],
-  ['rate({app="foo"}[5m]) or on(a) group_left rate({app="x"}[5m])', err("parse error : no grouping allowed for or operation")],
-  ['label_replace(rate({app="foo"}[5m]), "1x", "", "a", "")', err("parse error : invalid destination label name in label_replace(): 1x")],
-  ['label_replace(rate({app="foo"}[5m]), "a", "b")', err("parse error at line 1, col 46: syntax error: unexpected ), expecting ,")],
+  [
+    'topk(1.5, rate({app="foo"}[5m]))',
+    err("parse error : invalid parameter for operation topk(1.5,: must be a positive integer"),
+  ],
+  [
+    'sum(5, rate({app="foo"}[5m]))',
+    err("parse error : unsupported parameter for operation sum(5,"),
+  ],
+  [
+    'sort by (a) (rate({app="foo"}[5m]))',
+    err("parse error : grouping not allowed for sort aggregation"),
+  ],
+  [
+    'rate({app="foo"}[5m]) + bool 1',
+    err("parse error : bool modifier can only be used on comparison operators"),
+  ],
+  ["1 > 2", err("parse error : comparisons between scalars must use BOOL modifier")],
+  [
+    'rate({app="foo"}[5m]) and 1',
+    err("parse error : unexpected literal for right leg of logical/set binary operation (and): 1"),
+  ],
+  [
+    'rate({app="foo"}[5m]) or on(a) group_left rate({app="x"}[5m])',
+    err("parse error : no grouping allowed for or operation"),
+  ],
+  [
+    'label_replace(rate({app="foo"}[5m]), "1x", "", "a", "")',
+    err("parse error : invalid destination label name in label_replace(): 1x"),
+  ],
+  [
+    'label_replace(rate({app="foo"}[5m]), "a", "b")',
+    err("parse error at line 1, col 46: syntax error: unexpected ), expecting ,"),
+  ],
   ["1e999", err("parse error at line 1, col 1: syntax error: invalid number 1e999")],
   ["((((1))", err("parse error at line 1, col 8: syntax error: unexpected $end, expecting )")],
-  ['{app="foo"} | json | a="1" or', err("parse error at line 1, col 30: syntax error: unexpected $end, expecting IDENTIFIER")],
+  [
+    '{app="foo"} | json | a="1" or',
+    err("parse error at line 1, col 30: syntax error: unexpected $end, expecting IDENTIFIER"),
+  ],
 ];
 
-const table: Case[] = [
-  ...canonical.map((q): Case => [q, q]),
-  ...respelled,
-  ...trees,
-  ...errors,
-];
+const table: Case[] = [...canonical.map((q): Case => [q, q]), ...respelled, ...trees, ...errors];
 
 describe("parser table", () => {
   it("has at least 200 cases", () => {

@@ -181,7 +181,11 @@ class Parser {
 
   private unexpected(t: Token, expecting?: string): never {
     const what = `syntax error: unexpected ${describeToken(t)}`;
-    throw new ParseError(expecting === undefined ? what : `${what}, expecting ${expecting}`, t.line, t.col);
+    throw new ParseError(
+      expecting === undefined ? what : `${what}, expecting ${expecting}`,
+      t.line,
+      t.col,
+    );
   }
 
   private failAt(t: Token, reason: string): never {
@@ -212,7 +216,7 @@ class Parser {
 
   private parseBinary(minPrec: number): Expr {
     let left = this.parseOperand();
-    while (true) {
+    for (;;) {
       const t = this.peek();
       const op = binaryOpOf(t);
       if (op === undefined) break;
@@ -333,7 +337,8 @@ class Parser {
     const at = this.peek();
     const inner = this.parseBinary(0);
     this.leave();
-    if (inner.kind === "log") this.failAt(at, `syntax error: unexpected log query in ${op}, expecting a metric query`);
+    if (inner.kind === "log")
+      this.failAt(at, `syntax error: unexpected log query in ${op}, expecting a metric query`);
     this.expectOp(")");
     if (grouping === undefined && (this.isWord("by") || this.isWord("without"))) {
       grouping = this.parseGrouping();
@@ -351,7 +356,11 @@ class Parser {
     const at = this.peek();
     const inner = this.parseBinary(0);
     this.leave();
-    if (inner.kind === "log") this.failAt(at, "syntax error: unexpected log query in label_replace, expecting a metric query");
+    if (inner.kind === "log")
+      this.failAt(
+        at,
+        "syntax error: unexpected log query in label_replace, expecting a metric query",
+      );
     const args: string[] = [];
     for (let k = 0; k < 4; k++) {
       this.expectOp(",");
@@ -376,7 +385,7 @@ class Parser {
       this.next();
       return labels;
     }
-    while (true) {
+    for (;;) {
       labels.push(this.expectType("ident", "IDENTIFIER").text);
       if (this.isOp(",")) {
         this.next();
@@ -399,7 +408,11 @@ class Parser {
   private parseLogRange(): LogRange {
     const body = this.parseRangeBody();
     if (body.rangeNs === undefined) this.unexpected(this.peek(), "[");
-    const out: LogRange = { selector: body.selector, rangeNs: body.rangeNs, offsetNs: body.offsetNs };
+    const out: LogRange = {
+      selector: body.selector,
+      rangeNs: body.rangeNs,
+      offsetNs: body.offsetNs,
+    };
     if (body.unwrap !== undefined) out.unwrap = body.unwrap;
     return out;
   }
@@ -456,7 +469,7 @@ class Parser {
       this.next();
       return matchers;
     }
-    while (true) {
+    for (;;) {
       matchers.push(this.parseMatcher());
       if (this.isOp(",")) {
         this.next();
@@ -471,7 +484,8 @@ class Parser {
   private parseMatcher(): Matcher {
     const name = this.expectType("ident", "IDENTIFIER").text;
     const opTok = this.peek();
-    if (opTok.type !== "op" || !MATCH_OPS.has(opTok.text)) this.unexpected(opTok, "= or != or =~ or !~");
+    if (opTok.type !== "op" || !MATCH_OPS.has(opTok.text))
+      this.unexpected(opTok, "= or != or =~ or !~");
     this.next();
     const v = this.expectType("string", "STRING");
     const op = opTok.text as MatchOp;
@@ -491,7 +505,7 @@ class Parser {
   /** Parses stages while they come; `| unwrap` is accepted only inside a range aggregation. */
   private parsePipeline(allowUnwrap: boolean): { stages: Stage[]; unwrap?: Unwrap } {
     const stages: Stage[] = [];
-    while (true) {
+    for (;;) {
       const t = this.peek();
       if (t.type !== "op") break;
       if (LINE_FILTER_OPS.has(t.text)) {
@@ -509,7 +523,9 @@ class Parser {
         return { stages, unwrap: this.parseUnwrap() };
       }
       this.next();
-      stages.push(isStage ? this.parseStage() : { kind: "labelFilter", filter: this.parseLabelFilter() });
+      stages.push(
+        isStage ? this.parseStage() : { kind: "labelFilter", filter: this.parseLabelFilter() },
+      );
     }
     return { stages };
   }
@@ -530,7 +546,8 @@ class Parser {
       this.next();
       const v = this.expectType("string", "STRING");
       this.expectOp(")");
-      if (op !== "|=" && op !== "!=") this.failAt(at, `syntax error: ip() is only allowed with |= and !=`);
+      if (op !== "|=" && op !== "!=")
+        this.failAt(at, `syntax error: ip() is only allowed with |= and !=`);
       this.checkIp(v);
       return { value: v.str, ip: true };
     }
@@ -570,7 +587,14 @@ class Parser {
       label = this.expectType("ident", "IDENTIFIER").text;
     }
     const postFilters: LabelFilter[] = [];
-    while (this.isOp("|") && !(this.peek(1).type === "ident" && STAGE_WORDS.has(this.peek(1).text) && !(this.peek(2).type === "op" && FILTER_OPS.has(this.peek(2).text)))) {
+    while (
+      this.isOp("|") &&
+      !(
+        this.peek(1).type === "ident" &&
+        STAGE_WORDS.has(this.peek(1).text) &&
+        !(this.peek(2).type === "op" && FILTER_OPS.has(this.peek(2).text))
+      )
+    ) {
       this.next();
       postFilters.push(this.parseLabelFilter());
     }
@@ -596,7 +620,8 @@ class Parser {
       case "regexp": {
         const v = this.expectType("string", "STRING");
         this.checkRegex(v.str, false, v);
-        if (!/\(\?P?<[A-Za-z_]/.test(v.str)) this.failAt(v, "at least one named capture must be supplied");
+        if (!/\(\?P?<[A-Za-z_]/.test(v.str))
+          this.failAt(v, "at least one named capture must be supplied");
         return { kind: "regexp", pattern: v.str };
       }
       case "pattern": {
@@ -654,7 +679,8 @@ class Parser {
     try {
       compileTemplate(v.str);
     } catch (e) {
-      if (e instanceof TemplateSyntaxError || e instanceof RegexSyntaxError) this.failAt(v, e.message);
+      if (e instanceof TemplateSyntaxError || e instanceof RegexSyntaxError)
+        this.failAt(v, e.message);
       throw e;
     }
   }
@@ -696,11 +722,15 @@ class Parser {
 
   private parseLabelFilterAnd(): LabelFilter {
     let left = this.parseLabelFilterPrimary();
-    while (true) {
+    for (;;) {
       if (this.isWord("and") || this.isOp(",")) {
         this.next();
       } else if (
-        !(this.peek().type === "ident" && this.peek(1).type === "op" && FILTER_OPS.has(this.peek(1).text)) &&
+        !(
+          this.peek().type === "ident" &&
+          this.peek(1).type === "op" &&
+          FILTER_OPS.has(this.peek(1).text)
+        ) &&
         !this.isOp("(")
       ) {
         return left;
@@ -761,7 +791,12 @@ class Parser {
       const n = this.next().num;
       return { kind: "number", name, op: cmp, value: v.text === "-" ? -n : n };
     }
-    return this.unexpected(v, op === "=" || op === "!=" ? "STRING or NUMBER or DURATION or BYTES or ip" : "NUMBER or DURATION or BYTES");
+    return this.unexpected(
+      v,
+      op === "=" || op === "!="
+        ? "STRING or NUMBER or DURATION or BYTES or ip"
+        : "NUMBER or DURATION or BYTES",
+    );
   }
 }
 

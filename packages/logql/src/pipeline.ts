@@ -31,7 +31,7 @@ export interface LogEntry {
 /** A kept entry: its line and labels after the pipeline. Treat `labels` as read-only. */
 export interface PipelineOutput {
   line: string;
-  labels: Record<string, string>;
+  labels: Readonly<Record<string, string>>;
 }
 
 /** A compiled pipeline. Not re-entrant: use one per concurrent evaluation. */
@@ -67,7 +67,7 @@ export function compilePipeline(stages: readonly Stage[]): Pipeline {
   const b = new LabelsBuilder();
   const lineOnly = stages.every((s) => s.kind === "lineFilter");
   if (lineOnly) {
-    const tests = stages.map((s) => compileLineFilter(s as LineFilterStage));
+    const tests = stages.map((s) => compileLineFilter(s));
     const test =
       tests.length === 0
         ? () => true
@@ -146,7 +146,7 @@ function compileStage(s: Stage): Step {
         if (groups !== undefined) {
           for (const [k, v] of Object.entries(groups)) {
             const name = sanitizeLabelName(k);
-            st.b.set(st.b.isStreamLabel(name) ? name + "_extracted" : name, v ?? "");
+            st.b.set(st.b.isStreamLabel(name) ? name + "_extracted" : name, v);
           }
         }
         return true;
@@ -298,13 +298,15 @@ function cmp(op: CmpOp, a: number, b: number): boolean {
   }
 }
 
-const GO_FLOAT = /^[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|0[xX][0-9a-fA-F]+|[Ii]nf(?:inity)?|NaN)$/;
+const GO_FLOAT =
+  /^[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|0[xX][0-9a-fA-F]+|[Ii]nf(?:inity)?|NaN)$/;
 
 /** Parses a label value as Go's `strconv.ParseFloat` would; undefined when it would fail. */
 export function parseFloatStrict(v: string): number | undefined {
   if (!GO_FLOAT.test(v)) return undefined;
   const lower = v.toLowerCase();
-  if (lower.endsWith("inf") || lower.endsWith("infinity")) return v.startsWith("-") ? -Infinity : Infinity;
+  if (lower.endsWith("inf") || lower.endsWith("infinity"))
+    return v.startsWith("-") ? -Infinity : Infinity;
   return Number(v);
 }
 

@@ -34,7 +34,7 @@ export function quote(s: string): string {
     else if (c === 9) out += "\\t";
     else if (c === 13) out += "\\r";
     else if (c < 0x20 || c === 0x7f) out += "\\x" + c.toString(16).padStart(2, "0");
-    else out += s[i];
+    else out += s.charAt(i);
   }
   return out + '"';
 }
@@ -114,7 +114,8 @@ export function printLabelFilter(f: LabelFilter): string {
       return `${l} and ${r}`;
     }
     case "or": {
-      const r = f.right.kind === "or" ? `(${printLabelFilter(f.right)})` : printLabelFilter(f.right);
+      const r =
+        f.right.kind === "or" ? `(${printLabelFilter(f.right)})` : printLabelFilter(f.right);
       return `${printLabelFilter(f.left)} or ${r}`;
     }
   }

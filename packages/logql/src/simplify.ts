@@ -9,14 +9,14 @@
 /** Most strings a regex may expand to before it counts as unsimplifiable (Loki's limit). */
 export const MAX_REGEX_LITERALS = 200;
 
-const META = new Set([..."\\.+*?()|[]{}^$"]);
+const META = new Set(Array.from("\\.+*?()|[]{}^$"));
 
 /** The strings `pattern` matches in full, or undefined if unknown, infinite or above `limit`. */
 export function regexLiterals(pattern: string, limit = MAX_REGEX_LITERALS): string[] | undefined {
   let src = pattern;
   if (src.startsWith("^")) src = src.slice(1);
   if (src.endsWith("$") && !src.endsWith("\\$")) src = src.slice(0, -1);
-  const chars = [...src];
+  const chars = Array.from(src);
   let i = 0;
   class Unsimplifiable extends Error {}
   const no = (): never => {
@@ -70,7 +70,8 @@ export function regexLiterals(pattern: string, limit = MAX_REGEX_LITERALS): stri
       const e = chars[i + 1];
       i += 2;
       if (e !== undefined && META.has(e)) return [e];
-      if (e === "-" || e === "/" || e === " " || e === "#" || e === "&" || e === "~" || e === "=") return [e];
+      if (e === "-" || e === "/" || e === " " || e === "#" || e === "&" || e === "~" || e === "=")
+        return [e];
       if (e === "t") return ["\t"];
       if (e === "n") return ["\n"];
       return no();

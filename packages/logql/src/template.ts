@@ -164,7 +164,7 @@ function parseTemplate(src: string): Node[] {
   const parseIf = (condSrc: string): Node => {
     const branches: { cond: Pipeline; body: Node[] }[] = [];
     let cond = parsePipeline(condSrc);
-    while (true) {
+    for (;;) {
       const r = parseList(new Set(["else", "end"]));
       branches.push({ cond, body: r.nodes });
       if (r.end === "end") return { t: "if", branches, otherwise: [] };
@@ -189,7 +189,7 @@ function parsePipeline(src: string): Pipeline {
   const parsePipe = (closing: boolean): Pipeline => {
     const cmds: Pipeline = [];
     let cmd: Command = [];
-    while (true) {
+    for (;;) {
       ws();
       if (i >= s.length) {
         if (closing) throw new TemplateSyntaxError("template: unclosed left paren");
@@ -221,7 +221,7 @@ function parsePipeline(src: string): Pipeline {
             const e = s[j + 1];
             out += e === "n" ? "\n" : e === "t" ? "\t" : e === "r" ? "\r" : (e ?? "");
             j += 2;
-          } else out += s[j++];
+          } else out += s.charAt(j++);
         }
         if (j >= s.length) throw new TemplateSyntaxError("template: unterminated quoted string");
         i = j + 1;
@@ -244,7 +244,8 @@ function parsePipeline(src: string): Pipeline {
       if (ch === ".") {
         const m = /^\.([A-Za-z_][A-Za-z0-9_]*)?/.exec(s.slice(i))!;
         i += m[0].length;
-        if (s[i] === ".") throw new TemplateSyntaxError("template: nested fields are not supported");
+        if (s[i] === ".")
+          throw new TemplateSyntaxError("template: nested fields are not supported");
         cmd.push(m[1] === undefined ? { t: "dot" } : { t: "field", name: m[1] });
         continue;
       }
@@ -270,7 +271,8 @@ function parsePipeline(src: string): Pipeline {
       }
     }
     for (const c of cmds.slice(1)) {
-      if (c[0]!.t !== "fn") throw new TemplateSyntaxError("template: non executable command in pipeline stage");
+      if (c[0]!.t !== "fn")
+        throw new TemplateSyntaxError("template: non executable command in pipeline stage");
     }
     return cmds;
   };
@@ -345,7 +347,8 @@ function num(v: Value | undefined): number {
   if (v === null || v === undefined || v === "") return 0;
   if (isTime(v)) return Number(v.ns);
   const n = Number(v);
-  if (Number.isNaN(n)) throw new TemplateExecError(`template: cannot convert ${JSON.stringify(v)} to a number`);
+  if (Number.isNaN(n))
+    throw new TemplateExecError(`template: cannot convert ${JSON.stringify(v)} to a number`);
   return n;
 }
 const int = (v: Value | undefined): number => Math.trunc(num(v));
@@ -369,38 +372,48 @@ const s1 = (g: (s: string) => Value): Fn => f(1, (a) => g(str(a[0])));
 
 function printf(format: string, args: Value[]): string {
   let k = 0;
-  return format.replace(/%([-+ 0#]*)(\d*)(?:\.(\d+))?([sdvfqxXtegc%])/g, (_m, flags: string, width: string, prec: string | undefined, verb: string) => {
-    if (verb === "%") return "%";
-    const v = args[k++];
-    let out: string;
-    switch (verb) {
-      case "d":
-        out = String(int(v));
-        break;
-      case "f":
-      case "e":
-      case "g":
-        out = verb === "f" ? num(v).toFixed(prec === undefined ? 6 : Number(prec)) : String(num(v));
-        break;
-      case "q":
-        out = JSON.stringify(str(v));
-        break;
-      case "x":
-      case "X":
-        out = typeof v === "number" ? Math.trunc(v).toString(16) : Buffer.from(str(v)).toString("hex");
-        if (verb === "X") out = out.toUpperCase();
-        break;
-      case "c":
-        out = String.fromCodePoint(int(v));
-        break;
-      default:
-        out = v === undefined ? "%!" + verb + "(MISSING)" : str(v);
-        if (prec !== undefined && verb === "s") out = out.slice(0, Number(prec));
-    }
-    const w = width === "" ? 0 : Number(width);
-    if (out.length < w) out = flags.includes("-") ? out.padEnd(w) : out.padStart(w, flags.includes("0") ? "0" : " ");
-    return out;
-  });
+  return format.replace(
+    /%([-+ 0#]*)(\d*)(?:\.(\d+))?([sdvfqxXtegc%])/g,
+    (_m, flags: string, width: string, prec: string | undefined, verb: string) => {
+      if (verb === "%") return "%";
+      const v = args[k++];
+      let out: string;
+      switch (verb) {
+        case "d":
+          out = String(int(v));
+          break;
+        case "f":
+        case "e":
+        case "g":
+          out =
+            verb === "f" ? num(v).toFixed(prec === undefined ? 6 : Number(prec)) : String(num(v));
+          break;
+        case "q":
+          out = JSON.stringify(str(v));
+          break;
+        case "x":
+        case "X":
+          out =
+            typeof v === "number"
+              ? Math.trunc(v).toString(16)
+              : Buffer.from(str(v)).toString("hex");
+          if (verb === "X") out = out.toUpperCase();
+          break;
+        case "c":
+          out = String.fromCodePoint(int(v));
+          break;
+        default:
+          out = v === undefined ? "%!" + verb + "(MISSING)" : str(v);
+          if (prec !== undefined && verb === "s") out = out.slice(0, Number(prec));
+      }
+      const w = width === "" ? 0 : Number(width);
+      if (out.length < w)
+        out = flags.includes("-")
+          ? out.padEnd(w)
+          : out.padStart(w, flags.includes("0") ? "0" : " ");
+      return out;
+    },
+  );
 }
 
 /** Loki's template functions that Sieve supports. Anything else fails at parse time. */
@@ -416,10 +429,22 @@ const FUNCS: Record<string, Fn> = {
   TrimSpace: s1((s) => s.trim()),
   trim: s1((s) => s.trim()),
   trimAll: f(2, (a) => trimChars(str(a[1]), str(a[0]))),
-  trimPrefix: f(2, (a) => (str(a[1]).startsWith(str(a[0])) ? str(a[1]).slice(str(a[0]).length) : str(a[1]))),
-  trimSuffix: f(2, (a) => (str(a[0]) !== "" && str(a[1]).endsWith(str(a[0])) ? str(a[1]).slice(0, -str(a[0]).length) : str(a[1]))),
-  TrimPrefix: f(2, (a) => (str(a[0]).startsWith(str(a[1])) ? str(a[0]).slice(str(a[1]).length) : str(a[0]))),
-  TrimSuffix: f(2, (a) => (str(a[1]) !== "" && str(a[0]).endsWith(str(a[1])) ? str(a[0]).slice(0, -str(a[1]).length) : str(a[0]))),
+  trimPrefix: f(2, (a) =>
+    str(a[1]).startsWith(str(a[0])) ? str(a[1]).slice(str(a[0]).length) : str(a[1]),
+  ),
+  trimSuffix: f(2, (a) =>
+    str(a[0]) !== "" && str(a[1]).endsWith(str(a[0]))
+      ? str(a[1]).slice(0, -str(a[0]).length)
+      : str(a[1]),
+  ),
+  TrimPrefix: f(2, (a) =>
+    str(a[0]).startsWith(str(a[1])) ? str(a[0]).slice(str(a[1]).length) : str(a[0]),
+  ),
+  TrimSuffix: f(2, (a) =>
+    str(a[1]) !== "" && str(a[0]).endsWith(str(a[1]))
+      ? str(a[0]).slice(0, -str(a[1]).length)
+      : str(a[0]),
+  ),
   replace: f(3, (a) => str(a[2]).split(str(a[0])).join(str(a[1]))),
   Replace: f(4, (a) => {
     const n = int(a[3]);
@@ -449,16 +474,21 @@ const FUNCS: Record<string, Fn> = {
   repeat: f(2, (a) => {
     const n = int(a[0]);
     const s = str(a[1]);
-    if (n < 0 || n * s.length > 1 << 20) throw new TemplateExecError("template: repeat count out of range");
+    if (n < 0 || n * s.length > 1 << 20)
+      throw new TemplateExecError("template: repeat count out of range");
     return s.repeat(n);
   }),
   default: f(2, (a) => (truthy(a[1]!) ? a[1]! : a[0]!)),
   regexReplaceAll: f(3, (a) => {
     // Go's $1 / ${name} expansion; RE2's replace speaks $1 and $<name>.
-    const repl = str(a[2]).replace(/\$\{(\w+)\}/g, (_m, g: string) => (/^\d+$/.test(g) ? `$${g}` : `$<${g}>`));
+    const repl = str(a[2]).replace(/\$\{(\w+)\}/g, (_m, g: string) =>
+      /^\d+$/.test(g) ? `$${g}` : `$<${g}>`,
+    );
     return str(a[1]).replace(compileRegex(str(a[0]), false, true), repl);
   }),
-  regexReplaceAllLiteral: f(3, (a) => str(a[1]).replace(compileRegex(str(a[0]), false, true), () => str(a[2]))),
+  regexReplaceAllLiteral: f(3, (a) =>
+    str(a[1]).replace(compileRegex(str(a[0]), false, true), () => str(a[2])),
+  ),
   count: f(2, (a) => {
     const m = str(a[1]).match(compileRegex(str(a[0]), false, true));
     return m === null ? 0 : m.length;
@@ -526,10 +556,18 @@ const FUNCS: Record<string, Fn> = {
   unixEpochNanos: f(1, (a) => Number(time(a[0]).ns)),
   unixToTime: f(1, (a) => {
     const s = str(a[0]);
-    if (!/^\d+$/.test(s)) throw new TemplateExecError(`template: unable to parse ${JSON.stringify(s)} as a unix time`);
+    if (!/^\d+$/.test(s))
+      throw new TemplateExecError(`template: unable to parse ${JSON.stringify(s)} as a unix time`);
     // Loki guesses the unit from the number of digits: s, ms, us or ns.
     const v = BigInt(s);
-    const ns = s.length <= 10 ? v * 1_000_000_000n : s.length <= 13 ? v * 1_000_000n : s.length <= 16 ? v * 1_000n : v;
+    const ns =
+      s.length <= 10
+        ? v * 1_000_000_000n
+        : s.length <= 13
+          ? v * 1_000_000n
+          : s.length <= 16
+            ? v * 1_000n
+            : v;
     return { ns };
   }),
 };

@@ -24,7 +24,13 @@ const UNWRAP_ALLOWED = new Set([
   "first_over_time",
   "last_over_time",
 ]);
-const NO_UNWRAP_ALLOWED = new Set(["bytes_over_time", "bytes_rate", "count_over_time", "rate", "absent_over_time"]);
+const NO_UNWRAP_ALLOWED = new Set([
+  "bytes_over_time",
+  "bytes_rate",
+  "count_over_time",
+  "rate",
+  "absent_over_time",
+]);
 const GROUPING_ALLOWED = new Set([
   "avg_over_time",
   "stddev_over_time",
@@ -67,7 +73,8 @@ function validateSample(e: SampleExpr): void {
     case "vector":
       return;
     case "labelReplace":
-      if (!LABEL_NAME.test(e.dst)) fail(`invalid destination label name in label_replace(): ${e.dst}`);
+      if (!LABEL_NAME.test(e.dst))
+        fail(`invalid destination label name in label_replace(): ${e.dst}`);
       validateSample(e.inner);
       return;
     case "rangeAgg": {
@@ -111,8 +118,14 @@ function validateSample(e: SampleExpr): void {
       }
       const scalar = (x: SampleExpr): boolean => x.kind === "literal";
       if (SET_OPS.has(e.op)) {
-        if (scalar(e.left)) fail(`unexpected literal for left leg of logical/set binary operation (${e.op}): ${e.left.kind === "literal" ? e.left.value : ""}`);
-        if (scalar(e.right)) fail(`unexpected literal for right leg of logical/set binary operation (${e.op}): ${e.right.kind === "literal" ? e.right.value : ""}`);
+        if (scalar(e.left))
+          fail(
+            `unexpected literal for left leg of logical/set binary operation (${e.op}): ${e.left.kind === "literal" ? e.left.value : ""}`,
+          );
+        if (scalar(e.right))
+          fail(
+            `unexpected literal for right leg of logical/set binary operation (${e.op}): ${e.right.kind === "literal" ? e.right.value : ""}`,
+          );
         if (e.matching !== undefined && e.matching.card !== "one-to-one") {
           fail(`no grouping allowed for ${e.op} operation`);
         }
