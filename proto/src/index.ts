@@ -16,3 +16,20 @@ export type { QueueRecord, QueueEntry } from "./queue-record.js";
 export { snappyUncompress, snappyDeclaredLength } from "./snappy.js";
 export { ProtoError, PROTO_ERRORS } from "./errors.js";
 export type { ProtoErrorCode } from "./errors.js";
+export {
+  encodeFilterRequest,
+  decodeFilterRequest,
+  encodeFilterResponse,
+  decodeFilterResponse,
+  MAX_TEST_DEPTH,
+  MAX_TEST_NODES,
+} from "./gateway.js";
+export type {
+  GatewayFilterRequest,
+  GatewayFilterResponse,
+  GatewayFilterStats,
+  GatewaySeries,
+  GatewayChunkRef,
+  GatewayBloomLocation,
+  GatewayBloomTest,
+} from "./gateway.js";
