@@ -1,0 +1,116 @@
+/**
+ * Every way the querier refuses a query, with its HTTP status (a new code cannot compile
+ * without one) and Loki's wording where Loki has one (`pkg/util/validation/errors.go`,
+ * `pkg/util/server/error.go`).
+ */
+export const QUERY_ERROR_STATUS = {
+  /** A bad parameter or query (parse errors keep LogQL's own text). */
+  bad_request: 400,
+  query_too_long: 400,
+  max_entries_limit: 400,
+  max_chunks: 400,
+  max_metric_entries: 400,
+  /** The query ran past the tenant's `queryTimeoutMs`. */
+  timeout: 504,
+  /** Auth is on and X-Scope-OrgID is missing. */
+  no_org_id: 401,
+} as const;
+
+/** A code of {@link QUERY_ERROR_STATUS}. */
+export type QueryErrorCode = keyof typeof QUERY_ERROR_STATUS;
+
+/** A refused query: `message` is what the client reads. */
+export class QueryError extends Error {
+  override readonly name = "QueryError";
+  readonly status: number;
+
+  constructor(
+    readonly code: QueryErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.status = QUERY_ERROR_STATUS[code];
+  }
+}
+
+/** Loki's `ErrDeadlineExceeded`, answered with 504. */
+export const ERR_DEADLINE_EXCEEDED =
+  "request timed out, decrease the duration of the request or add more label matchers (prefer exact match over regex match) to reduce the amount of data processed";
+
+/** Loki's `ErrQueryTooLong`. */
+export function queryTooLong(lengthNs: bigint, limitMs: number): QueryError {
+  return new QueryError(
+    "query_too_long",
+    `the query time range exceeds the limit (query length: ${goDuration(lengthNs)}, limit: ${promDuration(limitMs)})`,
+  );
+}
+
+/** Loki's `ErrMaxEntriesLimit`. */
+export function maxEntriesLimit(limit: number, max: number): QueryError {
+  return new QueryError(
+    "max_entries_limit",
+    `max entries limit per query exceeded, limit > max_entries_limit_per_query (${limit} > ${max})`,
+  );
+}
+
+/** Loki's `ErrMaxChunksPerQuery`. */
+export function maxChunks(limit: number, matched: number): QueryError {
+  return new QueryError(
+    "max_chunks",
+    `the query hit the max number of chunks limit (limit: ${limit} chunks, matched: ${matched} chunks); consider adding more specific stream selectors or reducing the query time range`,
+  );
+}
+
+/** Go's `time.Duration.String()`: `2h0m0s`, `1m30s`, `1.5s`, `500ms`, `0s`. */
+export function goDuration(ns: bigint): string {
+  if (ns === 0n) return "0s";
+  const neg = ns < 0n;
+  let u = neg ? -ns : ns;
+  const sign = neg ? "-" : "";
+  if (u < 1_000_000_000n) {
+    const [unit, size] =
+      u < 1000n ? ["ns", 1n] : u < 1_000_000n ? ["µs", 1000n] : ["ms", 1_000_000n];
+    return sign + fraction(u, size) + unit;
+  }
+  let out = "";
+  const h = u / 3_600_000_000_000n;
+  u %= 3_600_000_000_000n;
+  const m = u / 60_000_000_000n;
+  u %= 60_000_000_000n;
+  if (h > 0n) out += `${h}h`;
+  if (h > 0n || m > 0n) out += `${m}m`;
+  return sign + out + fraction(u, 1_000_000_000n) + "s";
+}
+
+function fraction(n: bigint, size: bigint): string {
+  const whole = n / size;
+  const rest = n % size;
+  if (rest === 0n) return String(whole);
+  const digits = String(size).length - 1;
+  return `${whole}.${String(rest).padStart(digits, "0").replace(/0+$/, "")}`;
+}
+
+/** Prometheus' `model.Duration.String()` of milliseconds: `30d1h`, `1w`, `1h`, `0s`. */
+export function promDuration(ms: number): string {
+  let rest = Math.trunc(ms);
+  if (rest === 0) return "0s";
+  let out = "";
+  const units: [string, number, boolean][] = [
+    ["y", 365 * 86_400_000, true],
+    ["w", 7 * 86_400_000, true],
+    ["d", 86_400_000, false],
+    ["h", 3_600_000, false],
+    ["m", 60_000, false],
+    ["s", 1000, false],
+    ["ms", 1, false],
+  ];
+  for (const [name, mult, exact] of units) {
+    if (exact && rest % mult !== 0) continue;
+    const v = Math.floor(rest / mult);
+    if (v > 0) {
+      out += `${v}${name}`;
+      rest -= v * mult;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,54 @@
+import { Counter, Histogram } from "prom-client";
+import type { Registry } from "prom-client";
+
+/** The querier's Prometheus metrics, registered on the registry it is given. */
+export class QuerierMetrics {
+  /** HTTP request latency, by route and status code. */
+  readonly requestDuration: Histogram<"route" | "status_code">;
+  /** Chunk refs a query found in range in the index. */
+  readonly chunksInRange: Counter;
+  /** Chunk refs the bloom gateway pruned. */
+  readonly chunksPruned: Counter;
+  /** Chunks read (cache or store). */
+  readonly chunksFetched: Counter;
+  /** Bytes read from the object store (chunk cache misses). */
+  readonly bytesFetched: Counter;
+  /** Lines decoded from chunks. */
+  readonly linesScanned: Counter;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.requestDuration = new Histogram({
+      name: "sieve_querier_request_duration_seconds",
+      help: "Query API request latency.",
+      labelNames: ["route", "status_code"],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+    this.chunksInRange = new Counter({
+      name: "sieve_querier_chunks_in_range_total",
+      help: "Chunk refs queries found in range in the index.",
+      registers,
+    });
+    this.chunksPruned = new Counter({
+      name: "sieve_querier_chunks_pruned_total",
+      help: "Chunk refs the bloom gateway pruned.",
+      registers,
+    });
+    this.chunksFetched = new Counter({
+      name: "sieve_querier_chunks_fetched_total",
+      help: "Chunks read from the cache or the object store.",
+      registers,
+    });
+    this.bytesFetched = new Counter({
+      name: "sieve_querier_bytes_fetched_total",
+      help: "Chunk bytes read from the object store (cache misses).",
+      registers,
+    });
+    this.linesScanned = new Counter({
+      name: "sieve_querier_lines_scanned_total",
+      help: "Lines decoded from chunks.",
+      registers,
+    });
+  }
+}
