@@ -1,0 +1,312 @@
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+
+/** Per-tenant bloom options; `overrides` may change them for one tenant. */
+export interface TenantBloomConfig {
+  /** Whether the tenant's series get blooms at all (off: recorded as missing, `disabled`). */
+  readonly bloomsEnabled: boolean;
+  /** Line n-gram length in code points; 0 turns line n-grams off (Loki's default: off). */
+  readonly ngramLength: number;
+  /** Code points skipped between n-grams (Loki's `bloom_ngram_skip`). */
+  readonly ngramSkip: number;
+}
+
+/** The ingester's configuration. Sizes in bytes, durations in milliseconds. */
+export interface IngesterConfig {
+  /** This ingester's name in index segment ids; `[A-Za-z0-9_.-]{1,64}`, unique per ingester. */
+  readonly instanceId: string;
+  /** A head chunk is cut and flushed once its compressed size reaches this (reason `full`). */
+  readonly chunkTargetBytes: number;
+  /** Uncompressed bytes at which the chunk builder cuts a block. */
+  readonly chunkBlockBytes: number;
+  /** A head with no new entry for this long is flushed (reason `idle`). */
+  readonly chunkIdleMs: number;
+  /** A head older than this is flushed (reason `max_age`). */
+  readonly chunkMaxAgeMs: number;
+  /** How often heads are checked for idle and max age, and idle partitions committed. */
+  readonly flushCheckIntervalMs: number;
+  /** Partitions flushed at the same time. */
+  readonly flushConcurrency: number;
+  /** Object writes (chunks, blooms, segments) in flight within one partition's flush. */
+  readonly flushWriteConcurrency: number;
+  /** Longest pause between retries of a failed flush. */
+  readonly flushRetryMaxBackoffMs: number;
+  /** Cut chunks of one partition waiting for their flush past which consumption pauses. */
+  readonly maxPendingFlushBytes: number;
+  /** A series bloom whose bit arrays would pass this is dropped and recorded as `too_large`. */
+  readonly maxBloomBytes: number;
+  /** Entries one query may return when its limit is 0 (or above this): more is `too_many_entries`. */
+  readonly maxEntriesPerQuery: number;
+  /** Series one series request may return: more is `too_many_series`. */
+  readonly maxSeriesPerQuery: number;
+  /** Bloom options of every tenant. */
+  readonly blooms: TenantBloomConfig;
+  /** Per-tenant changes to `blooms`, by tenant ID. */
+  readonly overrides: Readonly<Record<string, Partial<TenantBloomConfig>>>;
+}
+
+/** Defaults that work with no file: Loki's chunk sizes and ages. */
+export const DEFAULT_CONFIG: IngesterConfig = {
+  instanceId: "ingester",
+  chunkTargetBytes: 1_572_864,
+  chunkBlockBytes: 262_144,
+  chunkIdleMs: 30 * 60_000,
+  chunkMaxAgeMs: 2 * 3_600_000,
+  flushCheckIntervalMs: 10_000,
+  flushConcurrency: 4,
+  flushWriteConcurrency: 8,
+  flushRetryMaxBackoffMs: 30_000,
+  maxPendingFlushBytes: 64 * 1024 * 1024,
+  maxBloomBytes: 4 * 1024 * 1024,
+  maxEntriesPerQuery: 100_000,
+  maxSeriesPerQuery: 10_000,
+  blooms: { bloomsEnabled: true, ngramLength: 0, ngramSkip: 0 },
+  overrides: {},
+};
+
+/** Every way configuration can be refused. */
+export const CONFIG_ERRORS = {
+  unreadable_file: "cannot read the configuration file",
+  invalid_yaml: "the configuration file is not valid YAML",
+  unknown_key: "unknown configuration key",
+  invalid_type: "configuration value has the wrong type",
+  out_of_range: "configuration value is out of range",
+  invalid_tenant: "invalid tenant ID in overrides",
+} as const;
+
+/** A code of {@link CONFIG_ERRORS}. */
+export type ConfigErrorCode = keyof typeof CONFIG_ERRORS;
+
+/** A configuration error; `key` is the dotted path of the offending option. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+
+  constructor(
+    readonly code: ConfigErrorCode,
+    readonly key: string,
+    detail: string,
+  ) {
+    super(`${CONFIG_ERRORS[code]}: ${key}: ${detail}`);
+  }
+}
+
+/** Where configuration comes from: a YAML file (optional) and the environment. */
+export interface ConfigSources {
+  /** Path of a YAML file; its `ingester` section is read. */
+  readonly file?: string;
+  /** Environment variables (default `process.env`); see {@link ENV_PREFIX}. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Applied after the file and before the environment (e.g. command-line flags). */
+  readonly values?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * Environment variables override the file: `SIEVE_INGESTER_` + the option in
+ * UPPER_SNAKE_CASE (`SIEVE_INGESTER_CHUNK_TARGET_BYTES=1048576`), and
+ * `SIEVE_INGESTER_BLOOMS_` + a bloom option (`SIEVE_INGESTER_BLOOMS_NGRAM_LENGTH=4`).
+ */
+export const ENV_PREFIX = "SIEVE_INGESTER_";
+
+/** Inclusive bounds of the numeric options. */
+const RANGES: Record<string, readonly [number, number]> = {
+  chunkTargetBytes: [1024, 256 * 1024 * 1024],
+  chunkBlockBytes: [1, 4 * 1024 * 1024],
+  chunkIdleMs: [1, 7 * 86_400_000],
+  chunkMaxAgeMs: [1, 7 * 86_400_000],
+  flushCheckIntervalMs: [10, 3_600_000],
+  flushConcurrency: [1, 256],
+  flushWriteConcurrency: [1, 256],
+  flushRetryMaxBackoffMs: [1, 3_600_000],
+  maxPendingFlushBytes: [1024, 2 ** 40],
+  maxBloomBytes: [64, 1024 * 1024 * 1024],
+  maxEntriesPerQuery: [1, 100_000_000],
+  maxSeriesPerQuery: [1, 100_000_000],
+  ngramLength: [0, 64],
+  ngramSkip: [0, 64],
+};
+
+const INSTANCE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+/** Loki's tenant ID rule (at most 150 bytes, no `/`, not `.` or `..`), kept to safe characters. */
+const TENANT_ID = /^[A-Za-z0-9!\-_.*'()]{1,150}$/;
+
+function snake(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase();
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function coerce(path: string, expected: unknown, raw: unknown, fromEnv: boolean): unknown {
+  if (typeof expected === "boolean") {
+    if (typeof raw === "boolean") return raw;
+    if (fromEnv && (raw === "true" || raw === "false")) return raw === "true";
+    throw new ConfigError(
+      "invalid_type",
+      path,
+      `expected true or false, got ${JSON.stringify(raw)}`,
+    );
+  }
+  if (typeof expected === "string") {
+    if (typeof raw === "string") return raw;
+    throw new ConfigError("invalid_type", path, `expected a string, got ${JSON.stringify(raw)}`);
+  }
+  let n: unknown = raw;
+  if (fromEnv && typeof raw === "string" && raw.trim() !== "") n = Number(raw);
+  if (typeof n !== "number" || !Number.isFinite(n)) {
+    throw new ConfigError("invalid_type", path, `expected a number, got ${JSON.stringify(raw)}`);
+  }
+  if (!Number.isSafeInteger(n)) {
+    throw new ConfigError("out_of_range", path, `expected an integer, got ${n}`);
+  }
+  return n;
+}
+
+function readBlooms(path: string, raw: unknown): Partial<TenantBloomConfig> {
+  if (!isObject(raw)) throw new ConfigError("invalid_type", path, "expected a mapping");
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(raw)) {
+    if (!Object.hasOwn(DEFAULT_CONFIG.blooms, key)) {
+      throw new ConfigError(
+        "unknown_key",
+        `${path}.${key}`,
+        `known: ${Object.keys(DEFAULT_CONFIG.blooms).join(", ")}`,
+      );
+    }
+    out[key] = coerce(
+      `${path}.${key}`,
+      DEFAULT_CONFIG.blooms[key as keyof TenantBloomConfig],
+      value,
+      false,
+    );
+  }
+  // coerce checked each value against the default's type.
+  return out;
+}
+
+const SCALARS = Object.keys(DEFAULT_CONFIG).filter((k) => k !== "blooms" && k !== "overrides");
+
+/**
+ * Reads the configuration: defaults, then the file's `ingester` section, then `values`,
+ * then the environment; validates it and throws a {@link ConfigError} naming the first bad
+ * option.
+ */
+export function loadConfig(sources: ConfigSources = {}): IngesterConfig {
+  const env = sources.env ?? process.env;
+  let section: Record<string, unknown> = {};
+  if (sources.file !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(sources.file, "utf8");
+    } catch (error) {
+      throw new ConfigError("unreadable_file", sources.file, (error as Error).message);
+    }
+    let doc: unknown;
+    try {
+      doc = parseYaml(text);
+    } catch (error) {
+      throw new ConfigError("invalid_yaml", sources.file, (error as Error).message);
+    }
+    if (doc != null) {
+      if (!isObject(doc)) throw new ConfigError("invalid_type", "(root)", "expected a mapping");
+      const d = doc.ingester;
+      if (d != null) {
+        if (!isObject(d)) throw new ConfigError("invalid_type", "ingester", "expected a mapping");
+        section = d;
+      }
+    }
+  }
+  const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
+  const apply = (prefix: string, values: Record<string, unknown>): void => {
+    for (const [key, value] of Object.entries(values)) {
+      const path = `${prefix}${key}`;
+      if (key === "blooms") {
+        config.blooms = { ...(config.blooms as TenantBloomConfig), ...readBlooms(path, value) };
+      } else if (key === "overrides") {
+        if (!isObject(value)) throw new ConfigError("invalid_type", path, "expected a mapping");
+        const overrides: Record<string, Partial<TenantBloomConfig>> = {};
+        for (const [tenant, o] of Object.entries(value)) {
+          if (!TENANT_ID.test(tenant) || tenant === "." || tenant === "..") {
+            throw new ConfigError("invalid_tenant", `${path}.${tenant}`, "not a valid tenant ID");
+          }
+          overrides[tenant] = readBlooms(`${path}.${tenant}`, o);
+        }
+        config.overrides = overrides;
+      } else if (SCALARS.includes(key)) {
+        config[key] = coerce(path, DEFAULT_CONFIG[key as keyof IngesterConfig], value, false);
+      } else {
+        throw new ConfigError(
+          "unknown_key",
+          path,
+          `known: ${[...SCALARS, "blooms", "overrides"].join(", ")}`,
+        );
+      }
+    }
+  };
+  apply("ingester.", section);
+  if (sources.values !== undefined) apply("", sources.values);
+  for (const key of SCALARS) {
+    const name = ENV_PREFIX + snake(key);
+    const raw = env[name];
+    if (raw !== undefined) {
+      config[key] = coerce(name, DEFAULT_CONFIG[key as keyof IngesterConfig], raw, true);
+    }
+  }
+  const blooms: Record<string, unknown> = { ...(config.blooms as TenantBloomConfig) };
+  for (const key of Object.keys(DEFAULT_CONFIG.blooms)) {
+    const name = `${ENV_PREFIX}BLOOMS_${snake(key)}`;
+    const raw = env[name];
+    if (raw !== undefined) {
+      blooms[key] = coerce(name, DEFAULT_CONFIG.blooms[key as keyof TenantBloomConfig], raw, true);
+    }
+  }
+  config.blooms = blooms;
+  const result = config as unknown as IngesterConfig;
+  validateConfig(result);
+  return result;
+}
+
+/** Checks ranges and relations; throws a {@link ConfigError} naming the first bad option. */
+export function validateConfig(config: IngesterConfig): void {
+  if (!INSTANCE_ID.test(config.instanceId)) {
+    throw new ConfigError(
+      "out_of_range",
+      "instanceId",
+      `${JSON.stringify(config.instanceId)} is not [A-Za-z0-9_.-]{1,64}`,
+    );
+  }
+  const check = (path: string, key: string, n: number): void => {
+    const range = RANGES[key];
+    if (range !== undefined && !(n >= range[0] && n <= range[1])) {
+      throw new ConfigError("out_of_range", path, `must be ${range[0]}..${range[1]}, got ${n}`);
+    }
+  };
+  for (const key of SCALARS) {
+    const value = config[key as keyof IngesterConfig];
+    if (typeof value === "number") check(key, key, value);
+  }
+  const all: [string, TenantBloomConfig][] = [
+    ["blooms", config.blooms],
+    ...Object.entries(config.overrides).map(([t, o]): [string, TenantBloomConfig] => [
+      `overrides.${t}`,
+      { ...config.blooms, ...o },
+    ]),
+  ];
+  for (const [path, b] of all) {
+    check(`${path}.ngramLength`, "ngramLength", b.ngramLength);
+    check(`${path}.ngramSkip`, "ngramSkip", b.ngramSkip);
+  }
+  if (config.chunkMaxAgeMs < config.flushCheckIntervalMs) {
+    throw new ConfigError(
+      "out_of_range",
+      "chunkMaxAgeMs",
+      `must be at least flushCheckIntervalMs (${config.flushCheckIntervalMs})`,
+    );
+  }
+}
+
+/** The bloom options of `tenant`: the defaults with the tenant's overrides. */
+export function tenantBlooms(config: IngesterConfig, tenant: string): TenantBloomConfig {
+  const o = config.overrides[tenant];
+  return o === undefined ? config.blooms : { ...config.blooms, ...o };
+}

@@ -1,0 +1,48 @@
+/**
+ * The ingester: consumes queue partitions into per-stream head chunks and blooms, flushes
+ * them to object storage (chunk, bloom block, flush manifest, index segment, then the
+ * queue commit), recovers exactly-once after a crash, and serves its unflushed data to
+ * queriers (in process or over HTTP).
+ */
+export { Ingester } from "./ingester.js";
+export type {
+  IngesterDeps,
+  IngesterQuerier,
+  IngesterQueryRequest,
+  IngesterSeriesRequest,
+  IngesterStream,
+} from "./ingester.js";
+export { createIngester, createIngesterServer } from "./http.js";
+export type { IngesterService, IngesterServiceDeps, IngesterPluginOptions } from "./http.js";
+export { IngesterHttpClient } from "./client.js";
+export type { IngesterHttpClientOptions } from "./client.js";
+export {
+  loadConfig,
+  validateConfig,
+  tenantBlooms,
+  DEFAULT_CONFIG,
+  ConfigError,
+  CONFIG_ERRORS,
+  ENV_PREFIX,
+} from "./config.js";
+export type {
+  IngesterConfig,
+  TenantBloomConfig,
+  ConfigSources,
+  ConfigErrorCode,
+} from "./config.js";
+export { IngesterMetrics } from "./metrics.js";
+export { FLUSH_REASONS } from "./head.js";
+export type { FlushReason } from "./head.js";
+export { IngesterError, INGESTER_ERRORS } from "./errors.js";
+export type { IngesterErrorCode } from "./errors.js";
+export {
+  MANIFEST_VERSION,
+  manifestKey,
+  manifestPrefix,
+  encodeManifest,
+  decodeManifest,
+} from "./manifest.js";
+export type { FlushManifest, ManifestStream } from "./manifest.js";
+export { bloomBlockKey, recoverPartition } from "./flush.js";
+export type { FlushStore } from "./flush.js";

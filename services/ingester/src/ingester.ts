@@ -1,0 +1,689 @@
+import { ChunkError } from "@sieve/chunk";
+import type { Entry } from "@sieve/chunk";
+import { SeriesBloomBuilder } from "@sieve/index";
+import { parseLabels } from "@sieve/labels";
+import { matchesLabels, parseExpr } from "@sieve/logql";
+import type { Matcher } from "@sieve/logql";
+import { decodeQueueRecord } from "@sieve/proto";
+import type { QueueRecord } from "@sieve/proto";
+import type { ConsumedBatch, QueueConsumer } from "@sieve/queue";
+import type { Logger } from "pino";
+import { tenantBlooms } from "./config.js";
+import type { IngesterConfig } from "./config.js";
+import { IngesterError } from "./errors.js";
+import { pool, recoverPartition, streamKey, writeFlush, flushId } from "./flush.js";
+import type { CutChunk, FlushJob, FlushStore, FlushStream, KeptManifest } from "./flush.js";
+import { Head, readEncoded, selectEntries } from "./head.js";
+import type { EntryRange, FlushReason } from "./head.js";
+import type { IngesterMetrics } from "./metrics.js";
+
+/** A query of the ingester's unflushed data (the contract with the querier). */
+export interface IngesterQueryRequest {
+  readonly tenant: string;
+  /** A LogQL stream selector, e.g. `{app="api", env=~"p.*"}`. */
+  readonly selector: string;
+  /** [start, end), Unix ns. */
+  readonly start: bigint;
+  readonly end: bigint;
+  readonly direction: "forward" | "backward";
+  /** Most entries per stream in `direction`; 0 = no limit (bounded by maxEntriesPerQuery). */
+  readonly limit: number;
+}
+
+/** One stream's matching entries, sorted in the request's direction. */
+export interface IngesterStream {
+  /** The canonical label string. */
+  readonly labels: string;
+  readonly fingerprint: bigint;
+  readonly entries: {
+    readonly timestamp: bigint;
+    readonly line: string;
+    readonly structuredMetadata: Record<string, string>;
+  }[];
+}
+
+/** A series request: streams with data in [start, end), optionally matching a selector. */
+export interface IngesterSeriesRequest {
+  readonly tenant: string;
+  readonly selector?: string;
+  readonly start: bigint;
+  readonly end: bigint;
+}
+
+/** What the querier calls; in-process ({@link Ingester}) or over HTTP (`IngesterHttpClient`). */
+export interface IngesterQuerier {
+  query(req: IngesterQueryRequest): Promise<IngesterStream[]>;
+  series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]>;
+}
+
+/** The ingester's dependencies, passed in. */
+export interface IngesterDeps {
+  readonly config: IngesterConfig;
+  readonly consumer: QueueConsumer;
+  readonly store: FlushStore;
+  readonly logger: Logger;
+  readonly metrics: IngesterMetrics;
+  /** The clock, in milliseconds; injectable for tests. */
+  readonly now?: () => number;
+}
+
+interface StreamState {
+  readonly key: string;
+  readonly tenant: string;
+  readonly labels: string;
+  readonly fingerprint: bigint;
+  readonly labelMap: Readonly<Record<string, string>>;
+  head: Head | undefined;
+  /** Undefined when blooms are off for the tenant. */
+  readonly bloom: SeriesBloomBuilder | undefined;
+  tokensCounted: number;
+  /** Cut, waiting for the next flush job. */
+  pending: CutChunk[];
+  /** In the running flush job. */
+  flushing: CutChunk[];
+}
+
+interface PartitionState {
+  readonly partition: number;
+  readonly streams: Map<string, StreamState>;
+  /** Offset after the last record handled; -1 before the first batch. */
+  nextOffset: number;
+  /** Last offset this ingester committed (or found committed); -1 unknown. */
+  committed: number;
+  skip: Map<string, number>;
+  skipMax: number;
+  kept: KeptManifest[];
+  nextSeq: number;
+  pendingBytes: number;
+  flushing: Promise<void> | undefined;
+  again: boolean;
+  revoked: boolean;
+}
+
+/** Read through a function: `again` changes while a flush awaits. */
+function flushAgain(p: PartitionState): boolean {
+  return p.again;
+}
+
+/** A stream's entries as the contract shapes them. */
+function toContractEntry(e: Entry): IngesterStream["entries"][number] {
+  const md: Record<string, string> = {};
+  for (const p of e.structuredMetadata) md[p.name] = p.value;
+  return { timestamp: e.timestamp, line: e.line, structuredMetadata: md };
+}
+
+function parseSelector(selector: string): Matcher[] {
+  let expr;
+  try {
+    expr = parseExpr(selector);
+  } catch (error) {
+    throw new IngesterError("invalid_selector", (error as Error).message, { cause: error });
+  }
+  if (expr.kind !== "log") throw new IngesterError("invalid_selector", "not a log selector");
+  return expr.matchers;
+}
+
+/**
+ * The ingester: consumes the queue partitions it owns into per-stream head chunks and
+ * blooms, flushes them (chunks, bloom blocks, manifest, index segments, then the commit),
+ * recovers partitions at assignment so a replay stores nothing twice, and answers queries
+ * over what is not flushed yet.
+ */
+export class Ingester implements IngesterQuerier {
+  private readonly config: IngesterConfig;
+  private readonly consumer: QueueConsumer;
+  private readonly store: FlushStore;
+  private readonly logger: Logger;
+  private readonly metrics: IngesterMetrics;
+  private readonly now: () => number;
+  private readonly partitions = new Map<number, PartitionState>();
+  private running = false;
+  private stopping = false;
+  private timer: NodeJS.Timeout | undefined;
+  private flushSlots: number;
+  private readonly slotWaiters: (() => void)[] = [];
+  private idSequence = 0;
+
+  constructor(deps: IngesterDeps) {
+    this.config = deps.config;
+    this.consumer = deps.consumer;
+    this.store = deps.store;
+    this.logger = deps.logger;
+    this.metrics = deps.metrics;
+    this.now = deps.now ?? Date.now;
+    this.flushSlots = deps.config.flushConcurrency;
+  }
+
+  /** Whether the consumer runs (for `/ready`). */
+  get ready(): boolean {
+    return this.running && !this.stopping;
+  }
+
+  /** Partitions owned now. */
+  get ownedPartitions(): number[] {
+    return [...this.partitions.keys()].sort((a, b) => a - b);
+  }
+
+  /** Starts consuming; partitions are recovered as they are assigned. */
+  async start(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    await this.consumer.start((batch) => this.handleBatch(batch), {
+      assigned: (ps) => this.assign(ps),
+      revoked: (ps) => this.revoke(ps),
+    });
+    this.timer = setInterval(() => {
+      void this.tick().catch((error: unknown) => {
+        this.logger.error({ err: error }, "flush check failed");
+      });
+    }, this.config.flushCheckIntervalMs);
+    this.timer.unref();
+  }
+
+  /**
+   * Graceful shutdown: stops consuming; the consumer revokes every partition, which flushes
+   * every head (reason `shutdown`) and commits.
+   */
+  async stop(): Promise<void> {
+    if (!this.running || this.stopping) return;
+    this.stopping = true;
+    if (this.timer !== undefined) clearInterval(this.timer);
+    await this.consumer.stop();
+    // A consumer that did not revoke (or partitions left behind): flush them now.
+    if (this.partitions.size > 0) await this.revoke([...this.partitions.keys()]);
+    this.running = false;
+  }
+
+  /** Flushes every head now (`POST /flush`); resolves when all is durable and committed. */
+  async flushAll(reason: FlushReason = "forced"): Promise<void> {
+    const all = [...this.partitions.values()];
+    for (const p of all) for (const s of p.streams.values()) this.cutHead(p, s, reason);
+    await Promise.all(all.map((p) => this.flushPartition(p)));
+  }
+
+  // ---- consumption -------------------------------------------------------------------
+
+  private async assign(partitions: readonly number[]): Promise<void> {
+    for (const partition of partitions) {
+      if (this.partitions.has(partition)) continue;
+      const r = await recoverPartition(this.store, partition, this.logger);
+      this.metrics.manifestsRecovered.inc({ outcome: "complete" }, r.complete);
+      this.metrics.manifestsRecovered.inc({ outcome: "rolled_back" }, r.rolledBack);
+      let skipMax = -1;
+      for (const o of r.skip.values()) skipMax = Math.max(skipMax, o);
+      this.partitions.set(partition, {
+        partition,
+        streams: new Map(),
+        nextOffset: -1,
+        committed: -1,
+        skip: r.skip,
+        skipMax,
+        kept: r.kept,
+        nextSeq: r.nextSeq,
+        pendingBytes: 0,
+        flushing: undefined,
+        again: false,
+        revoked: false,
+      });
+      if (r.complete + r.rolledBack > 0) {
+        this.logger.info(
+          {
+            partition,
+            complete: r.complete,
+            rolledBack: r.rolledBack,
+            streamsSkipped: r.skip.size,
+          },
+          "partition recovered from flush manifests",
+        );
+      }
+    }
+  }
+
+  private async revoke(partitions: readonly number[]): Promise<void> {
+    const reason: FlushReason = this.stopping ? "shutdown" : "revoked";
+    const states = partitions
+      .map((p) => this.partitions.get(p))
+      .filter((p): p is PartitionState => p !== undefined);
+    for (const p of states) {
+      p.revoked = true;
+      for (const s of p.streams.values()) this.cutHead(p, s, reason);
+    }
+    await Promise.all(states.map((p) => this.flushPartition(p)));
+    for (const p of states) {
+      this.partitions.delete(p.partition);
+      this.metrics.queueLag.remove({ partition: String(p.partition) });
+    }
+    this.updateGauges();
+  }
+
+  /** Applies a batch: decodes each record and appends its entries to its stream's head. */
+  async handleBatch(batch: ConsumedBatch): Promise<void> {
+    const p = this.partitions.get(batch.partition);
+    if (p === undefined || p.revoked) return;
+    const now = this.now();
+    for (const rec of batch.records) {
+      if (rec.offset < p.nextOffset) continue; // redelivered after a failed handler
+      if (p.nextOffset < 0 && p.committed < 0) p.committed = rec.offset;
+      p.nextOffset = rec.offset + 1;
+      this.metrics.recordsConsumed.inc();
+      let record: QueueRecord;
+      try {
+        record = decodeQueueRecord(rec.value);
+      } catch (error) {
+        this.metrics.recordsDropped.inc({ reason: "corrupt_record" });
+        this.logger.warn(
+          { partition: p.partition, offset: rec.offset, err: error },
+          "undecodable queue record dropped",
+        );
+        continue;
+      }
+      const key = streamKey(record.tenant, record.fingerprint);
+      if (p.skipMax >= rec.offset) {
+        const skipTo = p.skip.get(key);
+        if (skipTo !== undefined && rec.offset <= skipTo) {
+          this.metrics.recordsDropped.inc({ reason: "replayed" });
+          continue;
+        }
+      }
+      this.appendRecord(p, key, record, rec.offset, now);
+    }
+    this.metrics.queueLag.set(
+      { partition: String(p.partition) },
+      p.nextOffset - Math.max(p.committed, 0),
+    );
+    if (p.pendingBytes > 0) {
+      const flush = this.flushPartition(p);
+      // Backpressure: stop consuming this partition while too much waits for its flush.
+      if (p.pendingBytes > this.config.maxPendingFlushBytes) await flush;
+      else void flush.catch(() => undefined);
+    }
+  }
+
+  private stream(p: PartitionState, key: string, record: QueueRecord): StreamState {
+    let s = p.streams.get(key);
+    if (s !== undefined) return s;
+    const blooms = tenantBlooms(this.config, record.tenant);
+    const labelMap: Record<string, string> = {};
+    try {
+      for (const l of parseLabels(record.labels)) labelMap[l.name] = l.value;
+    } catch {
+      // The distributor wrote canonical labels; anything else simply matches no selector.
+    }
+    s = {
+      key,
+      tenant: record.tenant,
+      labels: record.labels,
+      fingerprint: record.fingerprint,
+      labelMap,
+      head: undefined,
+      bloom: blooms.bloomsEnabled
+        ? new SeriesBloomBuilder({
+            maxBloomBytes: this.config.maxBloomBytes,
+            ...(blooms.ngramLength > 0 && {
+              ngrams: { length: blooms.ngramLength, skip: blooms.ngramSkip },
+            }),
+          })
+        : undefined,
+      tokensCounted: 0,
+      pending: [],
+      flushing: [],
+    };
+    p.streams.set(key, s);
+    return s;
+  }
+
+  private appendRecord(
+    p: PartitionState,
+    key: string,
+    record: QueueRecord,
+    offset: number,
+    now: number,
+  ): void {
+    const s = this.stream(p, key, record);
+    let appended = 0;
+    for (const e of record.entries) {
+      const entry: Entry = {
+        timestamp: e.timestampNs,
+        line: e.line,
+        structuredMetadata: e.structuredMetadata,
+      };
+      s.head ??= new Head(this.config.chunkBlockBytes, now);
+      let ok: boolean;
+      try {
+        ok = s.head.append(entry, offset, now);
+      } catch (error) {
+        if (error instanceof ChunkError && error.code === "too_large" && s.head.entryCount > 0) {
+          // The symbol table is full: cut here. The cut chunk claims only the records before
+          // this one, so a replay re-reads this record whole (at-least-once for this rare case).
+          this.cutHead(p, s, "full", offset - 1);
+          s.head = new Head(this.config.chunkBlockBytes, now);
+          try {
+            ok = s.head.append(entry, offset, now);
+          } catch {
+            ok = false;
+          }
+          if (!ok) this.metrics.entriesDropped.inc({ reason: "invalid_entry" });
+          if (ok) appended++;
+          continue;
+        }
+        this.metrics.entriesDropped.inc({ reason: "invalid_entry" });
+        continue;
+      }
+      if (!ok) {
+        this.metrics.entriesDropped.inc({ reason: "duplicate" });
+        continue;
+      }
+      appended++;
+      s.bloom?.add(entry.structuredMetadata, entry.line);
+    }
+    this.metrics.entriesAppended.inc(appended);
+    if (
+      s.head !== undefined &&
+      s.head.builder.compressedBytesEstimate >= this.config.chunkTargetBytes
+    ) {
+      this.cutHead(p, s, "full");
+    }
+  }
+
+  /**
+   * Cuts a stream's head: encodes it, closes its bloom chunk, and queues it for the next
+   * flush of the partition. `lastOffset` lowers the offset the chunk claims (see appendRecord).
+   */
+  private cutHead(
+    p: PartitionState,
+    s: StreamState,
+    reason: FlushReason,
+    lastOffset?: number,
+  ): void {
+    const head = s.head;
+    if (head === undefined) return;
+    s.head = undefined;
+    if (head.entryCount === 0) return;
+    const encoded = head.encode();
+    s.bloom?.cut({ from: encoded.from, through: encoded.through, checksum: encoded.checksum });
+    if (s.bloom !== undefined) {
+      this.metrics.tokensAdded.inc(s.bloom.stats.tokens - s.tokensCounted);
+      s.tokensCounted = s.bloom.stats.tokens;
+    }
+    s.pending.push({
+      encoded,
+      firstOffset: head.firstOffset,
+      lastOffset: lastOffset ?? head.lastOffset,
+      reason,
+    });
+    p.pendingBytes += encoded.bytes.length;
+  }
+
+  // ---- flushing ----------------------------------------------------------------------
+
+  /** Flushes the partition's pending chunks, repeating while more arrive; one run at a time. */
+  private flushPartition(p: PartitionState): Promise<void> {
+    if (p.flushing !== undefined) {
+      p.again = true;
+      return p.flushing;
+    }
+    const run = async (): Promise<void> => {
+      try {
+        do {
+          p.again = false;
+          const job = this.makeJob(p);
+          if (job !== undefined) await this.runJob(p, job);
+          await this.commit(p);
+        } while (flushAgain(p));
+      } finally {
+        p.flushing = undefined;
+      }
+    };
+    p.flushing = run();
+    return p.flushing;
+  }
+
+  private makeJob(p: PartitionState): FlushJob | undefined {
+    const streams: FlushStream[] = [];
+    for (const s of p.streams.values()) {
+      if (s.pending.length === 0) continue;
+      s.flushing = s.pending;
+      s.pending = [];
+      streams.push({
+        tenant: s.tenant,
+        labels: s.labels,
+        fingerprint: s.fingerprint,
+        chunks: s.flushing,
+        bloom: s.bloom?.finish(),
+      });
+    }
+    if (streams.length === 0) return undefined;
+    const createdMs = this.now();
+    return {
+      partition: p.partition,
+      seq: p.nextSeq++,
+      streams,
+      id: flushId(this.config.instanceId, createdMs, this.idSequence++),
+      createdMs,
+    };
+  }
+
+  private async acquireSlot(): Promise<void> {
+    if (this.flushSlots > 0) {
+      this.flushSlots--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+  }
+
+  private releaseSlot(): void {
+    const next = this.slotWaiters.shift();
+    if (next !== undefined) next();
+    else this.flushSlots++;
+  }
+
+  private async runJob(p: PartitionState, job: FlushJob): Promise<void> {
+    await this.acquireSlot();
+    const started = performance.now();
+    let backoff = 100;
+    try {
+      for (;;) {
+        try {
+          const result = await writeFlush(
+            job,
+            this.store,
+            this.config.instanceId,
+            this.config.flushWriteConcurrency,
+            this.metrics,
+          );
+          p.kept.push({ key: result.manifestKey, maxOffset: result.maxOffset });
+          this.metrics.flushDuration.observe(
+            { outcome: "ok" },
+            (performance.now() - started) / 1000,
+          );
+          const reasons: Partial<Record<FlushReason, number>> = {};
+          for (const s of job.streams) {
+            for (const c of s.chunks) {
+              this.metrics.chunksFlushed.inc({ reason: c.reason });
+              this.metrics.chunkBytes.inc({ reason: c.reason }, c.encoded.bytes.length);
+              this.metrics.chunkRawBytes.inc(c.encoded.uncompressedBytes);
+              this.metrics.chunkEntries.inc(c.encoded.entryCount);
+              reasons[c.reason] = (reasons[c.reason] ?? 0) + 1;
+            }
+            if (s.bloom?.status === "missing")
+              this.metrics.bloomsMissing.inc({ reason: s.bloom.reason });
+            if (s.bloom === undefined) this.metrics.bloomsMissing.inc({ reason: "disabled" });
+          }
+          this.logger.debug(
+            { partition: p.partition, seq: job.seq, ...result, reasons },
+            "flushed",
+          );
+          break;
+        } catch (error) {
+          this.metrics.flushFailures.inc();
+          this.logger.warn(
+            { partition: p.partition, seq: job.seq, err: error, retryInMs: backoff },
+            "flush failed; retrying",
+          );
+          await new Promise((resolve) => setTimeout(resolve, backoff));
+          backoff = Math.min(backoff * 2, this.config.flushRetryMaxBackoffMs);
+        }
+      }
+    } finally {
+      this.releaseSlot();
+    }
+    for (const fs of job.streams) {
+      const s = p.streams.get(streamKey(fs.tenant, fs.fingerprint));
+      if (s === undefined) continue;
+      for (const c of s.flushing) p.pendingBytes -= c.encoded.bytes.length;
+      s.flushing = [];
+    }
+    this.updateGauges();
+  }
+
+  /** The offset below which nothing is held in memory: what may be committed. */
+  private safeOffset(p: PartitionState): number {
+    let low = p.nextOffset;
+    for (const s of p.streams.values()) {
+      if (s.head !== undefined && s.head.entryCount > 0) low = Math.min(low, s.head.firstOffset);
+      for (const c of s.pending) low = Math.min(low, c.firstOffset);
+      for (const c of s.flushing) low = Math.min(low, c.firstOffset);
+    }
+    return low;
+  }
+
+  /** Commits the partition's safe offset if it moved, then deletes manifests below it. */
+  private async commit(p: PartitionState): Promise<void> {
+    if (p.nextOffset < 0) return;
+    const offset = this.safeOffset(p);
+    if (offset > p.committed) {
+      await this.consumer.commit(p.partition, offset);
+      p.committed = offset;
+    }
+    this.metrics.queueLag.set({ partition: String(p.partition) }, p.nextOffset - p.committed);
+    // Streams with nothing in memory go (their bloom builder too).
+    for (const [key, s] of p.streams) {
+      if (s.head === undefined && s.pending.length === 0 && s.flushing.length === 0)
+        p.streams.delete(key);
+    }
+    if (p.skipMax >= 0 && p.committed > p.skipMax) {
+      p.skip = new Map();
+      p.skipMax = -1;
+    }
+    const done = p.kept.filter((m) => m.maxOffset < p.committed);
+    if (done.length > 0) {
+      p.kept = p.kept.filter((m) => m.maxOffset >= p.committed);
+      await pool(done, this.config.flushWriteConcurrency, (m) => this.store.delete(m.key));
+    }
+  }
+
+  /** The periodic check: idle and old heads are cut and flushed; idle partitions commit. */
+  async tick(): Promise<void> {
+    const now = this.now();
+    const work: Promise<void>[] = [];
+    for (const p of this.partitions.values()) {
+      if (p.revoked) continue;
+      for (const s of p.streams.values()) {
+        const h = s.head;
+        if (h === undefined || h.entryCount === 0) continue;
+        if (now - h.lastAppendMs >= this.config.chunkIdleMs) this.cutHead(p, s, "idle");
+        else if (now - h.createdMs >= this.config.chunkMaxAgeMs) this.cutHead(p, s, "max_age");
+      }
+      // Flushing also commits, so commits of a partition never run concurrently.
+      if (p.pendingBytes > 0 || p.nextOffset > p.committed) work.push(this.flushPartition(p));
+    }
+    this.updateGauges();
+    await Promise.all(work);
+  }
+
+  private updateGauges(): void {
+    let heads = 0;
+    let flushing = 0;
+    for (const p of this.partitions.values()) {
+      for (const s of p.streams.values()) {
+        if (s.head !== undefined && s.head.entryCount > 0) heads++;
+        flushing += s.pending.length + s.flushing.length;
+      }
+    }
+    this.metrics.headsInMemory.set(heads);
+    this.metrics.chunksFlushing.set(flushing);
+  }
+
+  // ---- queries -----------------------------------------------------------------------
+
+  private *tenantStreams(tenant: string): Generator<StreamState> {
+    for (const p of this.partitions.values()) {
+      for (const s of p.streams.values()) if (s.tenant === tenant) yield s;
+    }
+  }
+
+  /** Entries of the tenant's matching streams still in memory (heads and flushing chunks). */
+  query(req: IngesterQueryRequest): Promise<IngesterStream[]> {
+    return Promise.resolve().then(() => this.querySync(req));
+  }
+
+  private querySync(req: IngesterQueryRequest): IngesterStream[] {
+    const matchers = parseSelector(req.selector);
+    if (!(Number.isSafeInteger(req.limit) && req.limit >= 0)) {
+      throw new IngesterError("invalid_request", `limit ${req.limit}`);
+    }
+    const max = this.config.maxEntriesPerQuery;
+    const range: EntryRange = {
+      from: req.start,
+      through: req.end,
+      direction: req.direction,
+      // Reading one more than the cap tells "too many" from "exactly the cap".
+      limit: req.limit === 0 || req.limit > max ? max + 1 : req.limit,
+    };
+    const byKey = new Map<string, { s: StreamState; entries: Entry[] }>();
+    let total = 0;
+    for (const s of this.tenantStreams(req.tenant)) {
+      if (!matchesLabels(matchers, s.labelMap)) continue;
+      let entries: Entry[] = [];
+      for (const c of [...s.flushing, ...s.pending]) {
+        if (c.encoded.through < req.start || c.encoded.from >= req.end) continue;
+        entries = entries.concat(readEncoded(c.encoded.bytes, range));
+      }
+      if (s.head !== undefined) entries = entries.concat(s.head.read(range));
+      if (entries.length === 0) continue;
+      const seen = byKey.get(s.key);
+      if (seen !== undefined) seen.entries = seen.entries.concat(entries);
+      else byKey.set(s.key, { s, entries });
+    }
+    const out: IngesterStream[] = [];
+    for (const { s, entries } of byKey.values()) {
+      const selected = selectEntries(entries, range);
+      total += selected.length;
+      if (total > max) {
+        throw new IngesterError("too_many_entries", `more than ${max} (maxEntriesPerQuery)`);
+      }
+      out.push({
+        labels: s.labels,
+        fingerprint: s.fingerprint,
+        entries: selected.map(toContractEntry),
+      });
+    }
+    return out;
+  }
+
+  /** The tenant's streams in memory with entries in [start, end), optionally matching a selector. */
+  series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]> {
+    return Promise.resolve().then(() => {
+      const matchers =
+        req.selector === undefined || req.selector === "" ? [] : parseSelector(req.selector);
+      const out = new Map<string, { labels: string; fingerprint: bigint }>();
+      for (const s of this.tenantStreams(req.tenant)) {
+        if (out.has(s.key) || !matchesLabels(matchers, s.labelMap)) continue;
+        const overlaps = (from: bigint, through: bigint): boolean =>
+          through >= req.start && from < req.end;
+        const head = s.head;
+        const inRange =
+          (head !== undefined &&
+            head.entryCount > 0 &&
+            overlaps(head.builder.from!, head.builder.through!)) ||
+          [...s.flushing, ...s.pending].some((c) => overlaps(c.encoded.from, c.encoded.through));
+        if (!inRange) continue;
+        if (out.size >= this.config.maxSeriesPerQuery) {
+          throw new IngesterError("too_many_series", `more than ${this.config.maxSeriesPerQuery}`);
+        }
+        out.set(s.key, { labels: s.labels, fingerprint: s.fingerprint });
+      }
+      return [...out.values()];
+    });
+  }
+}

@@ -1,0 +1,175 @@
+/*
+ * Flush manifest, version 1: what one partition flush is about to make visible, written
+ * after its chunks and bloom blocks and before its index segments (docs/formats.md, "Flush
+ * manifest"). All integers little-endian.
+ *
+ *   u32 magic "SVFM", u8 version = 1, 3 reserved zero bytes
+ *   u32 body length, body: UTF-8 JSON (below)
+ *   u32 CRC-32C of every byte before it
+ *
+ * Body: { "partition": p, "seq": n, "writer": instanceId, "createdMs": t,
+ *         "segments": [index segment keys this flush writes],
+ *         "blooms": [bloom block keys it wrote],
+ *         "streams": [{ "tenant": t, "fingerprint": "<16 hex>", "maxOffset": o }] }
+ * where maxOffset is the highest queue offset of the partition whose entries of that
+ * stream are in the flushed chunks.
+ *
+ * JSON rather than another binary layout: a manifest is small, read only at partition
+ * assignment, and easier to inspect by hand when recovering from an incident.
+ */
+import CRC32C from "crc-32/crc32c.js";
+import { IngesterError } from "./errors.js";
+
+/** "SVFM" read as a little-endian u32. */
+const MAGIC = 0x4d465653;
+/** The only manifest version this code writes and reads. */
+export const MANIFEST_VERSION = 1;
+const HEADER_BYTES = 12;
+/** Largest body accepted: a manifest lists one flush of one partition. */
+export const MAX_MANIFEST_BODY_BYTES = 64 * 1024 * 1024;
+
+/** One stream of a manifest: its entries up to `maxOffset` are in the flushed chunks. */
+export interface ManifestStream {
+  readonly tenant: string;
+  readonly fingerprint: bigint;
+  readonly maxOffset: number;
+}
+
+/** A flush manifest (see the top of this file). */
+export interface FlushManifest {
+  readonly partition: number;
+  readonly seq: number;
+  readonly writer: string;
+  readonly createdMs: number;
+  readonly segments: readonly string[];
+  readonly blooms: readonly string[];
+  readonly streams: readonly ManifestStream[];
+}
+
+/** The prefix of partition `p`'s manifests: `_ingester/partitions/<p>/`. */
+export function manifestPrefix(partition: number): string {
+  return `_ingester/partitions/${partition}/`;
+}
+
+/** The key of a manifest: `_ingester/partitions/<p>/<seq, 16 digits>`, sorting by seq. */
+export function manifestKey(partition: number, seq: number): string {
+  return `${manifestPrefix(partition)}${String(seq).padStart(16, "0")}`;
+}
+
+/** The seq of a manifest key of `partition`, or undefined for another key. */
+export function manifestSeq(partition: number, key: string): number | undefined {
+  const prefix = manifestPrefix(partition);
+  if (!key.startsWith(prefix)) return undefined;
+  const rest = key.slice(prefix.length);
+  if (!/^[0-9]{16}$/.test(rest)) return undefined;
+  return Number(rest);
+}
+
+/** Highest offset a manifest records: once the commit is past it, it can go. */
+export function manifestMaxOffset(m: FlushManifest): number {
+  let max = -1;
+  for (const s of m.streams) if (s.maxOffset > max) max = s.maxOffset;
+  return max;
+}
+
+/** Encodes a manifest. */
+export function encodeManifest(m: FlushManifest): Uint8Array {
+  const body = new TextEncoder().encode(
+    JSON.stringify({
+      partition: m.partition,
+      seq: m.seq,
+      writer: m.writer,
+      createdMs: m.createdMs,
+      segments: m.segments,
+      blooms: m.blooms,
+      streams: m.streams.map((s) => ({
+        tenant: s.tenant,
+        fingerprint: s.fingerprint.toString(16).padStart(16, "0"),
+        maxOffset: s.maxOffset,
+      })),
+    }),
+  );
+  const out = new Uint8Array(HEADER_BYTES + body.length + 4);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, MAGIC, true);
+  out[4] = MANIFEST_VERSION;
+  view.setUint32(8, body.length, true);
+  out.set(body, HEADER_BYTES);
+  view.setUint32(
+    HEADER_BYTES + body.length,
+    crc(out.subarray(0, HEADER_BYTES + body.length)),
+    true,
+  );
+  return out;
+}
+
+function crc(bytes: Uint8Array): number {
+  return CRC32C.buf(bytes, 0) >>> 0;
+}
+
+function corrupt(detail: string): IngesterError {
+  return new IngesterError("corrupt_manifest", detail);
+}
+
+const isInt = (v: unknown, min: number): v is number =>
+  typeof v === "number" && Number.isSafeInteger(v) && v >= min;
+const isStringArray = (v: unknown): v is string[] =>
+  Array.isArray(v) && v.every((s) => typeof s === "string" && s.length > 0);
+
+/** Decodes and checks a manifest; damage throws `corrupt_manifest`. */
+export function decodeManifest(bytes: Uint8Array): FlushManifest {
+  if (bytes.length < HEADER_BYTES + 4) throw corrupt(`${bytes.length} bytes`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (view.getUint32(0, true) !== MAGIC) throw corrupt("bad magic");
+  if (bytes[4] !== MANIFEST_VERSION) throw corrupt(`unsupported version ${bytes[4]}`);
+  if (bytes[5] !== 0 || bytes[6] !== 0 || bytes[7] !== 0) throw corrupt("reserved bytes");
+  const length = view.getUint32(8, true);
+  if (length > MAX_MANIFEST_BODY_BYTES || HEADER_BYTES + length + 4 !== bytes.length) {
+    throw corrupt(`body of ${length} bytes in ${bytes.length}`);
+  }
+  if (view.getUint32(HEADER_BYTES + length, true) !== crc(bytes.subarray(0, HEADER_BYTES + length)))
+    throw corrupt("bad checksum");
+  let doc: unknown;
+  try {
+    doc = JSON.parse(
+      new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(12, 12 + length)),
+    );
+  } catch (error) {
+    throw corrupt(`body: ${(error as Error).message}`);
+  }
+  const d = doc as Record<string, unknown> | null;
+  if (typeof d !== "object" || d === null) throw corrupt("body is not an object");
+  if (!isInt(d.partition, 0) || !isInt(d.seq, 0) || !isInt(d.createdMs, 0))
+    throw corrupt("partition, seq or createdMs");
+  if (typeof d.writer !== "string") throw corrupt("writer");
+  if (!isStringArray(d.segments) || !isStringArray(d.blooms)) throw corrupt("segments or blooms");
+  if (!Array.isArray(d.streams)) throw corrupt("streams");
+  const streams: ManifestStream[] = [];
+  for (const s of d.streams as unknown[]) {
+    const o = s as Record<string, unknown> | null;
+    if (
+      typeof o !== "object" ||
+      o === null ||
+      typeof o.tenant !== "string" ||
+      typeof o.fingerprint !== "string" ||
+      !/^[0-9a-f]{16}$/.test(o.fingerprint) ||
+      !isInt(o.maxOffset, 0)
+    ) {
+      throw corrupt("a stream entry");
+    }
+    streams.push({
+      tenant: o.tenant,
+      fingerprint: BigInt(`0x${o.fingerprint}`),
+      maxOffset: o.maxOffset,
+    });
+  }
+  return {
+    partition: d.partition,
+    seq: d.seq,
+    writer: d.writer,
+    createdMs: d.createdMs,
+    segments: d.segments,
+    blooms: d.blooms,
+    streams,
+  };
+}

@@ -1,0 +1,145 @@
+import { Counter, Gauge, Histogram } from "prom-client";
+import type { Registry } from "prom-client";
+
+/** The ingester's Prometheus metrics, registered on the registry it is given. */
+export class IngesterMetrics {
+  /** Chunks flushed, by reason (a key of FLUSH_REASONS). */
+  readonly chunksFlushed: Counter<"reason">;
+  /** Bytes of flushed chunk objects, by reason. */
+  readonly chunkBytes: Counter<"reason">;
+  /** Raw (uncompressed) line bytes of flushed chunks. */
+  readonly chunkRawBytes: Counter;
+  /** Entries in flushed chunks. */
+  readonly chunkEntries: Counter;
+  /** Bytes of bloom blocks written. */
+  readonly bloomBytes: Counter;
+  /** Series blooms recorded as missing, by reason (a key of MISSING_REASONS). */
+  readonly bloomsMissing: Counter<"reason">;
+  /** Tokens produced by entries (before the per-chunk dedupe). */
+  readonly tokensAdded: Counter;
+  /** Index segments written. */
+  readonly segmentsWritten: Counter;
+  /** Partition flushes (chunk objects → blooms → manifest → segments → commit), by outcome. */
+  readonly flushDuration: Histogram<"outcome">;
+  /** Flush attempts that failed and will be retried. */
+  readonly flushFailures: Counter;
+  /** Head chunks in memory (open, not yet cut). */
+  readonly headsInMemory: Gauge;
+  /** Cut chunks waiting for or in their flush. */
+  readonly chunksFlushing: Gauge;
+  /** Records consumed, by partition. */
+  readonly recordsConsumed: Counter;
+  /** Entries appended to heads. */
+  readonly entriesAppended: Counter;
+  /** Entries dropped, by reason (`duplicate`, `invalid_entry`). */
+  readonly entriesDropped: Counter<"reason">;
+  /** Records dropped: undecodable (`corrupt_record`) or already flushed before a crash (`replayed`). */
+  readonly recordsDropped: Counter<"reason">;
+  /** Records consumed but not yet committed, by partition: next offset − committed offset. */
+  readonly queueLag: Gauge<"partition">;
+  /** Flush manifests found at start, by outcome (`complete`, `rolled_back`). */
+  readonly manifestsRecovered: Counter<"outcome">;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.chunksFlushed = new Counter({
+      name: "sieve_ingester_chunks_flushed_total",
+      help: "Chunks flushed, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.chunkBytes = new Counter({
+      name: "sieve_ingester_chunk_bytes_total",
+      help: "Bytes of flushed chunk objects, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.chunkRawBytes = new Counter({
+      name: "sieve_ingester_chunk_uncompressed_bytes_total",
+      help: "Uncompressed payload bytes of flushed chunks.",
+      registers,
+    });
+    this.chunkEntries = new Counter({
+      name: "sieve_ingester_chunk_entries_total",
+      help: "Entries in flushed chunks.",
+      registers,
+    });
+    this.bloomBytes = new Counter({
+      name: "sieve_ingester_bloom_bytes_total",
+      help: "Bytes of bloom blocks written.",
+      registers,
+    });
+    this.bloomsMissing = new Counter({
+      name: "sieve_ingester_blooms_missing_total",
+      help: "Series blooms recorded as missing, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.tokensAdded = new Counter({
+      name: "sieve_ingester_bloom_tokens_added_total",
+      help: "Bloom tokens produced by entries.",
+      registers,
+    });
+    this.segmentsWritten = new Counter({
+      name: "sieve_ingester_index_segments_written_total",
+      help: "Index segments written.",
+      registers,
+    });
+    this.flushDuration = new Histogram({
+      name: "sieve_ingester_flush_duration_seconds",
+      help: "Time of one partition flush, from the first chunk write to the commit.",
+      labelNames: ["outcome"],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+    this.flushFailures = new Counter({
+      name: "sieve_ingester_flush_failures_total",
+      help: "Flush attempts that failed and are retried.",
+      registers,
+    });
+    this.headsInMemory = new Gauge({
+      name: "sieve_ingester_heads_in_memory",
+      help: "Open head chunks.",
+      registers,
+    });
+    this.chunksFlushing = new Gauge({
+      name: "sieve_ingester_chunks_flushing",
+      help: "Cut chunks waiting for or in their flush.",
+      registers,
+    });
+    this.recordsConsumed = new Counter({
+      name: "sieve_ingester_records_consumed_total",
+      help: "Queue records consumed.",
+      registers,
+    });
+    this.entriesAppended = new Counter({
+      name: "sieve_ingester_entries_appended_total",
+      help: "Entries appended to head chunks.",
+      registers,
+    });
+    this.entriesDropped = new Counter({
+      name: "sieve_ingester_entries_dropped_total",
+      help: "Entries dropped, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.recordsDropped = new Counter({
+      name: "sieve_ingester_records_dropped_total",
+      help: "Queue records dropped, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.queueLag = new Gauge({
+      name: "sieve_ingester_queue_lag_records",
+      help: "Records consumed but not committed (held in memory), by partition.",
+      labelNames: ["partition"],
+      registers,
+    });
+    this.manifestsRecovered = new Counter({
+      name: "sieve_ingester_manifests_recovered_total",
+      help: "Flush manifests found at partition assignment, by outcome.",
+      labelNames: ["outcome"],
+      registers,
+    });
+  }
+}
