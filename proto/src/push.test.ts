@@ -55,6 +55,8 @@ describe("PushRequest", () => {
     [{ seconds: 0, nanos: 0 }, 0n],
     [{ seconds: -1, nanos: 999_999_999 }, -1n],
     [{ seconds: { low: 0x5f5e0ff, high: 0 }, nanos: 1 }, 99_999_999_000_000_001n],
+    [{ seconds: { low: -1, high: -1 }, nanos: 5 }, -999_999_995n],
+    [{ seconds: { low: 0, high: 1 }, nanos: 0 }, 4_294_967_296_000_000_000n],
     [null, 0n],
   ])("timestampNs(%j) = %s", (ts, ns) => {
     expect(timestampNs(ts)).toBe(ns);

@@ -53,9 +53,8 @@ export function encodePushRequest(request: PushRequest): Uint8Array {
 export function timestampNs(ts: PushTimestamp | null): bigint {
   if (ts === null) return 0n;
   const { seconds } = ts;
-  const s =
-    typeof seconds === "number"
-      ? BigInt(seconds)
-      : (BigInt(seconds.high) << 32n) | BigInt(seconds.low >>> 0);
-  return BigInt.asIntN(64, s) * 1_000_000_000n + BigInt(ts.nanos);
+  // Seconds fit a double exactly (|s| < 2^53), so only the final ns value is a BigInt: three
+  // BigInt allocations per entry instead of seven, on the push path's hottest loop.
+  const s = typeof seconds === "number" ? seconds : seconds.high * 4294967296 + (seconds.low >>> 0);
+  return BigInt(s) * 1_000_000_000n + BigInt(ts.nanos);
 }

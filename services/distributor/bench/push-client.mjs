@@ -1,0 +1,53 @@
+/**
+ * The load side of `pnpm bench:push`, run in a worker thread so that it does not share the
+ * server's event loop (plain JavaScript: worker threads do not get tsx's loader): `connections` loops, each POSTing the prepared bodies in turn over a
+ * keep-alive undici pool until the deadline.
+ */
+import { performance } from "node:perf_hooks";
+import { parentPort, workerData } from "node:worker_threads";
+import { Pool } from "undici";
+
+/** @type {{ url: string, contentType: string, bodies: Uint8Array[], connections: number, durationMs: number }} */
+const job = workerData;
+const pool = new Pool(job.url, { connections: job.connections, pipelining: 1 });
+const deadline = performance.now() + job.durationMs;
+/** @type {number[]} */
+const latencies = [];
+let ok = 0;
+let failed = 0;
+let firstError = "";
+
+/** @param {number} start */
+async function loop(start) {
+  for (let i = start; performance.now() < deadline; i++) {
+    const body = job.bodies[i % job.bodies.length];
+    const t = performance.now();
+    const res = await pool.request({
+      path: "/loki/api/v1/push",
+      method: "POST",
+      headers: { "content-type": job.contentType },
+      body,
+    });
+    const text = await res.body.text();
+    latencies.push(performance.now() - t);
+    if (res.statusCode === 204) ok++;
+    else {
+      failed++;
+      firstError ||= `${res.statusCode} ${text.slice(0, 200)}`;
+    }
+  }
+}
+
+const started = performance.now();
+await Promise.all(Array.from({ length: job.connections }, (_, c) => loop(c)));
+const elapsedMs = performance.now() - started;
+await pool.close();
+latencies.sort((a, b) => a - b);
+parentPort?.postMessage({
+  ok,
+  failed,
+  firstError,
+  elapsedMs,
+  p50Ms: latencies[Math.floor(latencies.length / 2)] ?? 0,
+  p99Ms: latencies[Math.floor(latencies.length * 0.99)] ?? 0,
+});
