@@ -1,0 +1,323 @@
+import type { AnyFilter } from "@sieve/bloom";
+import { CHUNK_PREFIX_BYTES, writeChunkPrefix } from "@sieve/index";
+import type { BloomBlockStore, BloomLocation, SegmentChunk } from "@sieve/index";
+import { parseLabels } from "@sieve/labels";
+import { bloomTestTokens, evaluateBloomTest } from "@sieve/logql";
+import type { BloomTest } from "@sieve/logql";
+import type { Logger } from "pino";
+import type { Registry } from "prom-client";
+import { BloomCache, BloomReadError } from "./cache.js";
+import type { BloomCacheStats } from "./cache.js";
+import type { BloomGatewayConfig } from "./config.js";
+import { GatewayError } from "./errors.js";
+import { BloomGatewayMetrics } from "./metrics.js";
+import type { FailOpenReason } from "./reasons.js";
+
+/**
+ * One series' chunk refs and the bloom that covers them. The chunks must be ones that bloom
+ * covers (an index segment's series entry): a chunk marked `prefixed` is tested with its
+ * prefixed tokens in this bloom.
+ */
+export interface FilterSeries {
+  readonly fingerprint: bigint;
+  /** Canonical stream labels: a test leaf on a stream label holds without the bloom. */
+  readonly labels: string;
+  readonly bloom: BloomLocation;
+  readonly chunks: readonly SegmentChunk[];
+}
+
+/** What a querier asks: a tenant's chunk refs by series and the query's bloom test. */
+export interface FilterRequest {
+  readonly tenant: string;
+  /** Query range, Unix ns; informational (the gateway does not prune by time). */
+  readonly from: bigint;
+  readonly through: bigint;
+  readonly test: BloomTest;
+  readonly series: readonly FilterSeries[];
+}
+
+/** What filtering did. `blocksRead + cacheHits` + series failed open before a read = series tested. */
+export interface FilterStats {
+  series: number;
+  /** Series whose unprefixed test failed: all their chunks pruned. */
+  seriesSkipped: number;
+  chunks: number;
+  /** Chunks pruned, by their series' test or their own. */
+  chunksPruned: number;
+  /** Bloom records read from the object store. */
+  blocksRead: number;
+  /** Bloom records served from memory or from another request's read. */
+  cacheHits: number;
+  /** Fail-open reason → chunks kept untested because of it. */
+  failedOpen: Record<string, number>;
+}
+
+/** The refs that may match (series with no kept chunk left out), in request order. */
+export interface FilterResponse {
+  series: { fingerprint: bigint; chunks: SegmentChunk[] }[];
+  stats: FilterStats;
+}
+
+/** Anything that prunes chunk refs: the in-process gateway or the client of remote ones. */
+export interface ChunkFilter {
+  filterChunkRefs(req: FilterRequest): Promise<FilterResponse>;
+}
+
+/** Stats of nothing filtered yet. */
+export function emptyStats(): FilterStats {
+  return {
+    series: 0,
+    seriesSkipped: 0,
+    chunks: 0,
+    chunksPruned: 0,
+    blocksRead: 0,
+    cacheHits: 0,
+    failedOpen: {},
+  };
+}
+
+/** Adds `from` into `into`. */
+export function addStats(into: FilterStats, from: FilterStats): void {
+  into.series += from.series;
+  into.seriesSkipped += from.seriesSkipped;
+  into.chunks += from.chunks;
+  into.chunksPruned += from.chunksPruned;
+  into.blocksRead += from.blocksRead;
+  into.cacheHits += from.cacheHits;
+  for (const [reason, n] of Object.entries(from.failedOpen)) {
+    into.failedOpen[reason] = (into.failedOpen[reason] ?? 0) + n;
+  }
+}
+
+/**
+ * Keeps every chunk of `series` untested and counts why: what both the gateway and its
+ * client do when a series cannot be tested.
+ */
+export function failOpen(
+  series: FilterSeries,
+  reason: FailOpenReason,
+  stats: FilterStats,
+): SegmentChunk[] {
+  stats.failedOpen[reason] = (stats.failedOpen[reason] ?? 0) + series.chunks.length;
+  return [...series.chunks];
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * A bloom test ready to run: each token it may look up, UTF-8 encoded once behind a
+ * 20-byte slot that each chunk's prefix is written into, so testing a chunk allocates
+ * nothing.
+ */
+class CompiledTest {
+  private readonly prefixed = new Map<string, Uint8Array>();
+
+  constructor(readonly test: BloomTest) {
+    for (const token of bloomTestTokens(test)) {
+      const bytes = encoder.encode(token);
+      const key = new Uint8Array(CHUNK_PREFIX_BYTES + bytes.length);
+      key.set(bytes, CHUNK_PREFIX_BYTES);
+      this.prefixed.set(token, key);
+    }
+  }
+
+  /** The series test: unprefixed tokens. */
+  series(filter: AnyFilter, labels: Record<string, string>): boolean {
+    return evaluateBloomTest(this.test, (token) => filter.test(token), labels);
+  }
+
+  /** The chunk test: the same tree on the chunk's prefixed tokens. */
+  chunk(filter: AnyFilter, chunk: SegmentChunk, labels: Record<string, string>): boolean {
+    for (const key of this.prefixed.values()) writeChunkPrefix(chunk, key);
+    return evaluateBloomTest(
+      this.test,
+      (token) => {
+        const key = this.prefixed.get(token);
+        // Every token the tree looks up was compiled; an unknown one cannot prune.
+        return key === undefined || filter.test(key);
+      },
+      labels,
+    );
+  }
+}
+
+class Timeout extends Error {}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      reject(new Timeout());
+    }, ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => {
+    clearTimeout(timer);
+  });
+}
+
+/** Runs `fn` on every item with at most `limit` running at once. */
+async function forEachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      await fn(items[i]!, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+function labelsRecord(labels: string): Record<string, string> {
+  const out: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const { name, value } of parseLabels(labels)) out[name] = value;
+  return out;
+}
+
+/**
+ * The bloom gateway, in process (Loki's `bloomgateway.New(cfg, store, logger, registry)`):
+ * prunes a query's chunk refs with the series' blooms. Each series is tested on its
+ * unprefixed tokens first and skipped whole when that fails; then each chunk with
+ * prefixed tokens is tested on them. Anything unexpected (no bloom, a missing, damaged or
+ * oversized record, a slow read, an error) keeps the series' refs: never a false negative.
+ */
+export class BloomGateway implements ChunkFilter {
+  /** The decoded-bloom cache (exposed for stats and tests). */
+  readonly cache: BloomCache;
+  private readonly metrics: BloomGatewayMetrics;
+
+  constructor(
+    private readonly config: BloomGatewayConfig,
+    store: BloomBlockStore,
+    private readonly logger: Logger,
+    registry: Registry,
+  ) {
+    this.cache = new BloomCache(store, {
+      maxBytes: config.cacheMaxBytes,
+      onRead: (seconds, outcome) => {
+        this.metrics.storeReadDuration.observe({ outcome }, seconds);
+      },
+    });
+    this.metrics = new BloomGatewayMetrics(registry, () => this.cache.stats());
+  }
+
+  /** The gateway's metrics (the HTTP layer records request latency on them). */
+  get metricSet(): BloomGatewayMetrics {
+    return this.metrics;
+  }
+
+  /** The cache's counters. */
+  cacheStats(): BloomCacheStats {
+    return this.cache.stats();
+  }
+
+  /** Prunes `req`'s refs; see the class comment. Throws a {@link GatewayError} on a bad request. */
+  async filterChunkRefs(req: FilterRequest): Promise<FilterResponse> {
+    const started = performance.now();
+    if (req.series.length > this.config.maxSeriesPerRequest) {
+      throw new GatewayError(
+        "too_many_series",
+        `${req.series.length} series, the limit is ${this.config.maxSeriesPerRequest}`,
+      );
+    }
+    const stats = emptyStats();
+    const kept = new Array<SegmentChunk[] | undefined>(req.series.length);
+    if (req.test.kind === "all") {
+      // Nothing to test: every ref may match, and no bloom needs reading.
+      req.series.forEach((s, i) => (kept[i] = [...s.chunks]));
+    } else {
+      const compiled = new CompiledTest(req.test);
+      await forEachLimited(req.series, this.config.maxConcurrentReads, async (s, i) => {
+        kept[i] = await this.filterSeries(s, compiled, stats);
+      });
+    }
+    const series: FilterResponse["series"] = [];
+    req.series.forEach((s, i) => {
+      const chunks = kept[i]!;
+      stats.series++;
+      stats.chunks += s.chunks.length;
+      stats.chunksPruned += s.chunks.length - chunks.length;
+      if (chunks.length > 0) series.push({ fingerprint: s.fingerprint, chunks });
+    });
+    this.record(req.tenant, stats, started);
+    return { series, stats };
+  }
+
+  private async filterSeries(
+    s: FilterSeries,
+    compiled: CompiledTest,
+    stats: FilterStats,
+  ): Promise<SegmentChunk[]> {
+    if (s.chunks.length === 0) return [];
+    const { bloom } = s;
+    if (bloom.kind === "missing") return failOpen(s, "missing_bloom", stats);
+    if (
+      !(Number.isSafeInteger(bloom.offset) && bloom.offset >= 0) ||
+      !(Number.isSafeInteger(bloom.length) && bloom.length > 0)
+    ) {
+      return failOpen(s, "corrupt_bloom", stats);
+    }
+    if (bloom.length > this.config.maxBloomRecordBytes)
+      return failOpen(s, "oversized_bloom", stats);
+    let labels: Record<string, string>;
+    try {
+      labels = labelsRecord(s.labels);
+    } catch {
+      return failOpen(s, "invalid_labels", stats);
+    }
+    let filter: AnyFilter;
+    try {
+      const got = await withTimeout(
+        this.cache.get(bloom, s.fingerprint),
+        this.config.readTimeoutMs,
+      );
+      filter = got.filter;
+      this.metrics.cacheRequests.inc({ result: got.source });
+      if (got.source === "miss") stats.blocksRead++;
+      else stats.cacheHits++;
+    } catch (error) {
+      const reason: FailOpenReason =
+        error instanceof BloomReadError
+          ? error.reason
+          : error instanceof Timeout
+            ? "timeout"
+            : "internal_error";
+      if (reason === "internal_error") {
+        this.logger.error({ err: error, key: bloom.key }, "bloom read failed unexpectedly");
+      }
+      return failOpen(s, reason, stats);
+    }
+    try {
+      if (!compiled.series(filter, labels)) {
+        stats.seriesSkipped++;
+        return [];
+      }
+      return s.chunks.filter((c) => !c.prefixed || compiled.chunk(filter, c, labels));
+    } catch (error) {
+      this.logger.error({ err: error, key: bloom.key }, "bloom test failed unexpectedly");
+      return failOpen(s, "internal_error", stats);
+    }
+  }
+
+  private record(tenant: string, stats: FilterStats, started: number): void {
+    const m = this.metrics;
+    m.filterDuration.observe((performance.now() - started) / 1000);
+    const failed = Object.values(stats.failedOpen).reduce((a, b) => a + b, 0);
+    m.series.inc({ outcome: "skipped" }, stats.seriesSkipped);
+    m.series.inc({ outcome: "kept" }, stats.series - stats.seriesSkipped);
+    m.chunks.inc({ outcome: "kept" }, stats.chunks - stats.chunksPruned);
+    m.chunks.inc({ outcome: "pruned" }, stats.chunksPruned);
+    for (const [reason, n] of Object.entries(stats.failedOpen)) {
+      m.failedOpenChunks.inc({ reason }, n);
+    }
+    if (failed > 0) {
+      this.logger.warn(
+        { tenant, failedOpen: stats.failedOpen },
+        "kept chunk refs whose blooms could not be tested",
+      );
+    }
+  }
+}
