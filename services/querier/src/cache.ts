@@ -12,7 +12,7 @@ export interface CacheLookup<V> {
  * index segments are named by content (chunk keys carry the checksum; segments are never
  * rewritten), so an entry never goes stale.
  */
-export class ObjectCache<V extends NonNullable<unknown>> {
+export class ObjectCache<V extends object> {
   private readonly lru: LRUCache<string, V>;
   private readonly inflight = new Map<string, Promise<V>>();
   /** Lookups answered from memory (or from a load already in flight). */

@@ -42,7 +42,7 @@ export function tenantIdError(id: string): string | undefined {
     return `tenant ID is too long: max ${MAX_TENANT_LENGTH} characters`;
   if (id === "." || id === "..") return "tenant ID is '.' or '..'";
   if (!TENANT_CHARS.test(id)) {
-    const bad = [...id].find((c) => !TENANT_CHARS.test(c))!;
+    const bad = Array.from(id).find((c) => !TENANT_CHARS.test(c))!;
     return `tenant ID '${id}' contains unsupported character '${bad}'`;
   }
   return undefined;
@@ -131,7 +131,7 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
             message = (error as Error).message;
             request.log.error({ err: error }, "query failed");
           }
-          return reply
+          return await reply
             .code(status)
             .type("text/plain; charset=utf-8")
             .send(message + "\n");

@@ -56,12 +56,16 @@ export function goParseInt(value: string, fn = "ParseInt"): bigint {
   return n;
 }
 
-/** Go's `strconv.ParseFloat(value, 64)` for decimal and special forms; undefined when invalid. */
-function goParseFloat(value: string): number | undefined {
+/**
+ * Go's `strconv.ParseFloat(value, 64)` for decimal and special forms: the value, or the
+ * error's reason (`invalid syntax`, or `value out of range` past float64).
+ */
+function goParseFloat(value: string): number | "invalid syntax" | "value out of range" {
   if (/^[+-]?(inf|infinity)$/i.test(value)) return value.startsWith("-") ? -Infinity : Infinity;
   if (/^[+-]?nan$/i.test(value)) return NaN;
-  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(value)) return undefined;
-  return Number(value);
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(value)) return "invalid syntax";
+  const n = Number(value);
+  return Number.isFinite(n) ? n : "value out of range";
 }
 
 const RFC3339 =
@@ -104,11 +108,11 @@ export function parseTimestamp(value: string, def: bigint): bigint {
   if (rfc !== undefined) return rfc;
   if (value.includes(".")) {
     const t = goParseFloat(value);
-    if (t === undefined)
-      throw new ParamError(`strconv.ParseFloat: parsing ${goQuote(value)}: invalid syntax`);
+    if (typeof t === "string")
+      throw new ParamError(`strconv.ParseFloat: parsing ${goQuote(value)}: ${t}`);
     if (!Number.isFinite(t)) throw new ParamError("floating point timestamp is NaN or Inf");
     const high = Math.trunc(t);
-    if (high > 9.223372036854775807e18 || high < -9.223372036854775808e18) {
+    if (high > 2 ** 63 || high < -(2 ** 63)) {
       throw new ParamError("floating point timestamp exceeds integer range");
     }
     if (high <= 1e10) {
@@ -151,9 +155,9 @@ export function parsePromDuration(value: string): bigint {
 /** Loki's `parseSecondsOrDuration` for `step` and `interval`: float seconds, or a duration. */
 export function parseSecondsOrDuration(value: string): bigint {
   const f = goParseFloat(value);
-  if (f !== undefined && !Number.isNaN(f)) {
+  if (typeof f === "number" && !Number.isNaN(f)) {
     const ns = f * 1e9;
-    if (ns > 9.223372036854775807e18 || ns < -9.223372036854775808e18) {
+    if (ns > 2 ** 63 || ns < -(2 ** 63)) {
       throw new ParamError(
         `cannot parse ${goQuote(value)} to a valid duration. It overflows int64`,
       );

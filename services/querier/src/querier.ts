@@ -134,10 +134,9 @@ class QueryContext {
       limits.queryTimeoutMs > 0 ? this.started + limits.queryTimeoutMs : Number.POSITIVE_INFINITY;
     this.expired = new Promise<never>((_, reject) => {
       if (limits.queryTimeoutMs > 0) {
-        this.timer = setTimeout(
-          () => reject(new QueryError("timeout", ERR_DEADLINE_EXCEEDED)),
-          limits.queryTimeoutMs,
-        );
+        this.timer = setTimeout(() => {
+          reject(new QueryError("timeout", ERR_DEADLINE_EXCEEDED));
+        }, limits.queryTimeoutMs);
         this.timer.unref();
       }
     });
@@ -469,7 +468,7 @@ export class Querier {
     let inRange = 0;
     for (const s of all) {
       const labels = this.labelsOf(s.labels);
-      if (!selectors.some((m) => matchesLabels(m as Matcher[], labels))) continue;
+      if (!selectors.some((m) => matchesLabels(m, labels))) continue;
       matched.push({ series: s, labels });
       inRange += s.chunks.length;
     }
@@ -563,8 +562,7 @@ export class Querier {
       p.catch(() => undefined); // awaited below; a reader that stops early leaves it behind
       pending.push(p);
     };
-    while (pending.length < this.config.maxConcurrentFetches && !stopped && next < chunks.length)
-      start();
+    for (let i = 0; i < this.config.maxConcurrentFetches; i++) start();
     while (pending.length > 0) {
       const p = pending.shift()!;
       const got = await stats.time("fetch", () => ctx.race(p));

@@ -1,0 +1,175 @@
+/**
+ * Test data written the way an ingester flush writes it, with the real libraries: chunk
+ * objects (`@sieve/chunk`), one bloom block per flush (`@sieve/index` SeriesBloomBuilder,
+ * encodeBloomBlock) and one index segment per day (encodeSegment), into a real
+ * FsObjectStore. Plus an in-process IngesterQuerier over real ChunkBuilder heads.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ChunkBuilder, ChunkReader, chunkKey, encodeChunk, type Entry } from "@sieve/chunk";
+import {
+  SeriesBloomBuilder,
+  encodeBloomBlock,
+  encodeSegment,
+  segmentKey,
+  segmentsForFlush,
+  type BloomBlockInput,
+  type SegmentSeries,
+} from "@sieve/index";
+import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
+import { matchesLabels, parseSyntax } from "@sieve/logql";
+import { FsObjectStore } from "@sieve/storage";
+import type {
+  IngesterQuerier,
+  IngesterQueryRequest,
+  IngesterSeriesRequest,
+  IngesterStream,
+} from "./deps.js";
+
+/** A stream to write: its labels and entries (any order). */
+export interface TestStream {
+  labels: Record<string, string>;
+  entries: Entry[];
+}
+
+/** A temporary FsObjectStore, removed by `close`. */
+export async function tempStore(): Promise<{ store: FsObjectStore; close: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), "sieve-querier-"));
+  return { store: new FsObjectStore(dir), close: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** The canonical label string and fingerprint of a label object. */
+export function identity(labels: Record<string, string>): { canonical: string; fp: bigint } {
+  const canonical = labelsString(labelsFromObject(labels));
+  return { canonical, fp: fingerprint(canonical) };
+}
+
+let flushes = 0;
+
+/**
+ * Writes `streams` as one flush: each stream cut into chunks of `entriesPerChunk` entries
+ * (in time order), chunk objects first, then one bloom block, then the day segments.
+ * Answers the number of chunks written.
+ */
+export async function writeFlush(
+  store: FsObjectStore,
+  tenant: string,
+  streams: readonly TestStream[],
+  entriesPerChunk: number,
+): Promise<number> {
+  const flush = ++flushes;
+  const blooms: BloomBlockInput[] = [];
+  const series: Omit<SegmentSeries, "bloom">[] = [];
+  let written = 0;
+  for (const s of streams) {
+    const { canonical, fp } = identity(s.labels);
+    const sorted = [...s.entries].sort((a, b) =>
+      a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0,
+    );
+    const bloom = new SeriesBloomBuilder();
+    const chunks = [];
+    for (let i = 0; i < sorted.length; i += entriesPerChunk) {
+      const part = sorted.slice(i, i + entriesPerChunk);
+      for (const e of part) bloom.add(e.structuredMetadata, e.line);
+      const encoded = encodeChunk(part, { blockTargetBytes: 512 });
+      const ref = { tenant, fingerprint: fp, ...pick(encoded) };
+      await store.put(chunkKey(ref), encoded.bytes);
+      written++;
+      bloom.cut(pick(encoded));
+      chunks.push({
+        ...pick(encoded),
+        bytes: encoded.bytes.byteLength,
+        entries: encoded.entryCount,
+      });
+    }
+    const finished = bloom.finish();
+    if (finished === undefined || finished.status !== "ok") throw new Error("no bloom");
+    blooms.push({ fingerprint: fp, filter: finished.filter, chunks: finished.chunks });
+    series.push({
+      fingerprint: fp,
+      labels: canonical,
+      chunks: chunks.map((c, i) => ({ ...c, prefixed: finished.chunks[i]!.prefixed })),
+    });
+  }
+  const block = encodeBloomBlock(blooms);
+  const blockKey = `${tenant}/blooms/test-${flush}`;
+  await store.put(blockKey, block.bytes);
+  const withBlooms: SegmentSeries[] = series.map((s) => {
+    const entry = block.entries.find((e) => e.fingerprint === s.fingerprint)!;
+    return {
+      ...s,
+      bloom: { kind: "block", key: blockKey, offset: entry.offset, length: entry.length },
+    };
+  });
+  for (const segment of segmentsForFlush(tenant, withBlooms)) {
+    const id = `${String(flush).padStart(15, "0")}-test-00000000`;
+    await store.put(segmentKey(tenant, segment.day, id), encodeSegment(segment));
+  }
+  return written;
+}
+
+function pick(c: { from: bigint; through: bigint; checksum: number }) {
+  return { from: c.from, through: c.through, checksum: c.checksum };
+}
+
+/**
+ * An in-process ingester over real ChunkBuilder heads, per tenant and stream: what the
+ * contract asks of `@sieve/ingester` (tenants isolated, entries in direction, limit per
+ * stream), enough to test the querier's merge and dedupe until the ingester lands.
+ */
+export class HeadIngester implements IngesterQuerier {
+  private readonly heads = new Map<
+    string,
+    Map<string, { labels: Record<string, string>; head: ChunkBuilder }>
+  >();
+
+  push(tenant: string, labels: Record<string, string>, entries: readonly Entry[]): void {
+    const { canonical } = identity(labels);
+    let t = this.heads.get(tenant);
+    if (t === undefined) {
+      t = new Map<string, { labels: Record<string, string>; head: ChunkBuilder }>();
+      this.heads.set(tenant, t);
+    }
+    let s = t.get(canonical);
+    if (s === undefined) t.set(canonical, (s = { labels, head: new ChunkBuilder() }));
+    for (const e of entries) s.head.append(e);
+  }
+
+  query(req: IngesterQueryRequest): Promise<IngesterStream[]> {
+    const sel = parseSyntax(req.selector);
+    if (sel.kind !== "log") throw new Error("not a selector");
+    const out: IngesterStream[] = [];
+    for (const [canonical, { labels, head }] of this.heads.get(req.tenant) ?? []) {
+      if (!matchesLabels(sel.matchers, labels) || head.entryCount === 0) continue;
+      const reader = new ChunkReader(head.encode().bytes);
+      const entries = [];
+      for (const e of reader.entries({
+        from: req.start,
+        through: req.end,
+        direction: req.direction,
+      })) {
+        entries.push({
+          timestamp: e.timestamp,
+          line: e.line,
+          structuredMetadata: Object.fromEntries(
+            e.structuredMetadata.map((p) => [p.name, p.value]),
+          ),
+        });
+        if (req.limit > 0 && entries.length === req.limit) break;
+      }
+      out.push({ labels: canonical, fingerprint: identity(labels).fp, entries });
+    }
+    return Promise.resolve(out);
+  }
+
+  series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]> {
+    const sel = req.selector === undefined ? undefined : parseSyntax(req.selector);
+    const out = [];
+    for (const [canonical, { labels }] of this.heads.get(req.tenant) ?? []) {
+      if (sel !== undefined && sel.kind === "log" && !matchesLabels(sel.matchers, labels)) continue;
+      out.push({ labels: canonical, fingerprint: identity(labels).fp });
+    }
+    return Promise.resolve(out);
+  }
+}
