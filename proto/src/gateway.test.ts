@@ -142,6 +142,12 @@ describe("gateway messages", () => {
     expect((error as Error).message).toContain(message);
   });
 
+  test("a truncated field in a Buffer is refused, as in a Uint8Array", () => {
+    const bytes = Uint8Array.of(0x0a, 0xff, 0x01);
+    expect(() => decodeFilterRequest(Buffer.from(bytes))).toThrow(/index out of range/);
+    expect(() => decodeFilterResponse(Buffer.from(Uint8Array.of(0x0a, 0x05)))).toThrow(ProtoError);
+  });
+
   test("a tree nested past the stack is refused, not a crash", () => {
     // 100,000 nested `children` fields (field 4, length-delimited), built back to front
     // in O(n): no encoder recurses that deep.

@@ -229,7 +229,9 @@ function decodeLocation(b: WireSeries["bloom"], i: number): GatewayBloomLocation
 
 function decodeWith(type: protobuf.Type, bytes: Uint8Array): unknown {
   try {
-    return type.decode(bytes);
+    // A plain Uint8Array view, never a Buffer: protobufjs' BufferReader clamps a string or
+    // bytes field that runs past the end instead of failing, so truncation would pass.
+    return type.decode(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   } catch (error) {
     // A tree nested past the stack's depth surfaces here as a RangeError: still bad input.
     throw malformed((error as Error).message);
