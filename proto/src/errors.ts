@@ -6,6 +6,7 @@ export const PROTO_ERRORS = {
   snappy_corrupt: "snappy block is corrupt",
   snappy_too_large: "snappy block decompresses past the limit",
   malformed_protobuf: "malformed protobuf message",
+  too_many_messages: "push request holds too many messages",
   record_truncated: "queue record is truncated",
   record_bad_magic: "not a Sieve queue record",
   record_unsupported_version: "unsupported queue record version",

@@ -3,7 +3,7 @@
  * versioned queue record written by distributors and read by ingesters, and a bounded
  * decoder for the raw snappy blocks Loki clients send.
  */
-export { decodePushRequest, encodePushRequest, timestampNs } from "./push.js";
+export { decodePushRequest, encodePushRequest, timestampNs, countPushMessages } from "./push.js";
 export type { PushRequest, PushStream, PushEntry, PushTimestamp, LabelPair } from "./push.js";
 export {
   encodeQueueRecord,

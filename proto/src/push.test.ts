@@ -1,6 +1,7 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ProtoError } from "./errors.js";
-import { decodePushRequest, encodePushRequest, timestampNs } from "./push.js";
+import { countPushMessages, decodePushRequest, encodePushRequest, timestampNs } from "./push.js";
 
 /** Protobuf bytes written field by field from Loki's push.proto numbering, not by protobufjs. */
 function handEncoded(): Uint8Array {
@@ -49,6 +50,45 @@ describe("PushRequest", () => {
     } catch (error) {
       expect((error as ProtoError).code).toBe("malformed_protobuf");
     }
+  });
+
+  it("counts nested messages without decoding them", () => {
+    // 1 stream, 1 entry, its timestamp and 1 metadata pair.
+    expect(countPushMessages(handEncoded())).toBe(4);
+    const many = encodePushRequest({
+      streams: [
+        { labels: "{}", entries: [] },
+        {
+          labels: '{a="b"}',
+          entries: Array.from({ length: 10 }, () => ({
+            timestamp: { seconds: 1, nanos: 1 },
+            line: "x",
+            structuredMetadata: [
+              { name: "a", value: "1" },
+              { name: "b", value: "2" },
+            ],
+          })),
+        },
+      ],
+    });
+    expect(countPushMessages(many)).toBe(2 + 10 * 4);
+    expect(() => decodePushRequest(many, 41)).toThrow(/too many messages: 42, limit 41/);
+    expect(decodePushRequest(many, 42).streams).toHaveLength(2);
+  });
+
+  it("bounds the heap of a request of empty messages", () => {
+    const inner = new Uint8Array(2000).fill(0).map((_, i) => (i % 2 === 0 ? 0x12 : 0));
+    const bytes = Uint8Array.from([0x0a, 0xd0, 0x0f, ...inner]); // one stream of 1000 entries
+    expect(countPushMessages(bytes)).toBe(1001);
+    expect(() => decodePushRequest(bytes, 1000)).toThrow(ProtoError);
+  });
+
+  it("never miscounts into an error on garbage", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
+        expect(countPushMessages(bytes)).toBeGreaterThanOrEqual(0);
+      }),
+    );
   });
 
   it.each([

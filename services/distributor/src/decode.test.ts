@@ -112,6 +112,21 @@ describe("decodeProtobufPush", () => {
     ]);
   });
 
+  it("refuses a push of more messages than its size allows (heap bound)", () => {
+    // 10,000 empty entries: 20 KB that would decode to ~2 MB of objects.
+    const inner = new Uint8Array(20_000).map((_, i) => (i % 2 === 0 ? 0x12 : 0));
+    const body = compress(Uint8Array.from([0x0a, 0xa0, 0x9c, 0x01, ...inner]));
+    let caught: unknown;
+    try {
+      decodeProtobufPush(body, 64 * 1024);
+    } catch (error) {
+      caught = error;
+    }
+    expect((caught as DecodeError).code).toBe("too_many_messages");
+    expect((caught as DecodeError).message).toMatch(/too many messages: 10001, limit 4096/);
+    expect(decodeProtobufPush(body, 1 << 20)[0]!.entries).toHaveLength(10_000);
+  });
+
   it.each([
     ["a snappy bomb", Uint8Array.from([0xff, 0xff, 0xff, 0x7f, 0x00]), "body_too_large"],
     ["not snappy", Uint8Array.from([0x05, 0xff]), "malformed_protobuf"],

@@ -20,8 +20,17 @@ export interface IncomingStream {
   readonly entries: readonly IncomingEntry[];
 }
 
-/** Why a body cannot be decoded; each answers 400 except `body_too_large` (413). */
-export type DecodeErrorCode = "malformed_json" | "malformed_protobuf" | "body_too_large";
+/** Why a body cannot be decoded: 400 for malformed bodies, 413 for the two size limits. */
+export type DecodeErrorCode =
+  "malformed_json" | "malformed_protobuf" | "body_too_large" | "too_many_messages";
+
+/**
+ * Decompressed bytes allowed per protobuf message (stream, entry, timestamp, label pair): a
+ * push may hold at most `maxDecompressedBytes / 16` of them. Decoding costs about 114 bytes
+ * of heap per message whatever its size, so this bounds a push's heap at ~7× its byte limit;
+ * real entries of 200-byte lines are ~80 bytes per message, far from the bound.
+ */
+export const BYTES_PER_MESSAGE = 16;
 
 /** A body that does not decode. */
 export class DecodeError extends Error {
@@ -58,9 +67,13 @@ export function decodeProtobufPush(
   }
   let request;
   try {
-    request = decodePushRequest(raw);
+    request = decodePushRequest(raw, Math.floor(maxDecompressedBytes / BYTES_PER_MESSAGE));
   } catch (error) {
-    throw new DecodeError("malformed_protobuf", (error as Error).message);
+    const e = error as Error & { code?: string };
+    throw new DecodeError(
+      e.code === "too_many_messages" ? "too_many_messages" : "malformed_protobuf",
+      e.message,
+    );
   }
   const streams: IncomingStream[] = new Array<IncomingStream>(request.streams.length);
   for (let s = 0; s < request.streams.length; s++) {

@@ -197,6 +197,20 @@ describe("label validation (Loki's ValidateLabels): the whole stream refused", (
   });
 });
 
+describe("the refusal body", () => {
+  it("lists the first 100 messages and counts the rest", async () => {
+    const s = await setup({ maxLineBytes: 1 });
+    const entries = Array.from({ length: 150 }, (_, i) => entry(`line ${i}`));
+    const result = await s.distributor.push("fake", [stream('{a="b"}', ...entries)]);
+    const lines = result.body.split("\n");
+    expect(lines).toHaveLength(101);
+    expect(lines[100]).toBe("and 50 more refused entries or streams");
+    expect(
+      await metric(s.registry, "sieve_discarded_lines_total", { reason: "line_too_long" }),
+    ).toBe(150);
+  });
+});
+
 describe("rate limits", () => {
   it("refuses a whole push over the tenant's ingestion rate (429) and refills with time", async () => {
     const s = await setup({ ingestionRateBytes: 100, ingestionBurstBytes: 150 });

@@ -69,6 +69,16 @@ interface Accepted {
 
 const HOUR_MS = 3_600_000;
 
+/** Messages listed in a refusal's body; the rest are counted, so a body stays small. */
+export const MAX_LISTED_REJECTIONS = 100;
+
+function responseBody(rejections: readonly Rejection[]): string {
+  const listed = rejections.slice(0, MAX_LISTED_REJECTIONS).map((r) => r.message);
+  const more = rejections.length - listed.length;
+  if (more > 0) listed.push(`and ${more} more refused entries or streams`);
+  return listed.join("\n");
+}
+
 /**
  * Validates pushes with Loki's rules, applies tenant limits (ingestion rate, per-stream rate,
  * new-stream limiter), and writes every accepted stream as one queue record to the
@@ -278,6 +288,6 @@ export class Distributor {
       { tenant, reasons, rejected: rejections.length, acceptedLines },
       "push partly or wholly refused",
     );
-    return { status, body: rejections.map((r) => r.message).join("\n"), acceptedLines, reasons };
+    return { status, body: responseBody(rejections), acceptedLines, reasons };
   }
 }

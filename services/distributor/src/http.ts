@@ -183,6 +183,7 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
           if (error.code === "body_too_large") {
             return send(413, messages.bodyTooLarge(error.bytes, config.maxDecompressedBytes));
           }
+          if (error.code === "too_many_messages") return send(413, error.message);
           return send(400, error.message);
         }
         throw error;
