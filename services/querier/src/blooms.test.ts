@@ -1,0 +1,151 @@
+/**
+ * The querier with the real in-process BloomGateway (`@sieve/bloom-gateway`) over real
+ * blooms in a real FsObjectStore: a needle query reads only the chunks its blooms cannot
+ * rule out, returns exactly the lines a scan of every chunk returns, and, with a bloom
+ * block deleted, the same lines with less pruning (fail open).
+ */
+import { BloomGateway, DEFAULT_CONFIG as GATEWAY_CONFIG } from "@sieve/bloom-gateway";
+import type { Entry } from "@sieve/chunk";
+import type { FsObjectStore } from "@sieve/storage";
+import type { FastifyInstance } from "fastify";
+import { pino } from "pino";
+import { Registry } from "prom-client";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { DEFAULT_CONFIG } from "./config.js";
+import { KEEP_ALL_FILTER, type ChunkFilter } from "./deps.js";
+import { createQuerierServer } from "./http.js";
+import { createQuerier } from "./index.js";
+import { tempStore, writeFlush } from "./testdata.test-helper.js";
+
+const S = 1_000_000_000n;
+const T0 = 1_700_000_000n * S;
+const range = { start: String(T0), end: String(T0 + 3600n * S), limit: "1000" };
+
+type Json = Record<string, unknown>;
+
+/** 8 streams × 600 entries; each trace id on 5 consecutive lines of one stream. */
+function needleStreams(): { labels: Record<string, string>; entries: Entry[] }[] {
+  return [...Array(8).keys()].map((s) => ({
+    labels: { service: "api", pod: `pod-${s}` },
+    entries: [...Array(600).keys()].map((i) => ({
+      timestamp: T0 + BigInt(i) * S + BigInt(s),
+      line: `pod ${s} request ${i} done`,
+      structuredMetadata: [{ name: "trace_id", value: `tr-${s}-${Math.floor(i / 5)}` }],
+    })),
+  }));
+}
+
+let store: FsObjectStore;
+let close: () => Promise<void>;
+const servers: FastifyInstance[] = [];
+
+async function serve(chunkFilter: ChunkFilter): Promise<string> {
+  const registry = new Registry();
+  const querier = createQuerier({ config: DEFAULT_CONFIG, store, chunkFilter, registry });
+  const app = await createQuerierServer({
+    querier,
+    authEnabled: false,
+    registry,
+    now: () => T0 + 3600n * S,
+  });
+  servers.push(app);
+  return app.listen({ port: 0, host: "127.0.0.1" });
+}
+
+function gateway(): BloomGateway {
+  return new BloomGateway(GATEWAY_CONFIG, store, pino({ level: "silent" }), new Registry());
+}
+
+async function query(base: string, q: string): Promise<{ lines: string[]; stats: Json }> {
+  const res = await fetch(
+    `${base}/loki/api/v1/query_range?${new URLSearchParams({ query: q, ...range }).toString()}`,
+  );
+  expect(res.status).toBe(200);
+  const body = (await res.json()) as {
+    data: { result: { values: [string, string][] }[]; stats: Json };
+  };
+  const lines = body.data.result
+    .flatMap((s) => s.values.map(([ts, line]) => `${ts} ${line}`))
+    .sort();
+  return { lines, stats: body.data.stats.sieve as Json };
+}
+
+beforeAll(async () => {
+  ({ store, close } = await tempStore());
+  // Two flushes, so that two bloom blocks and two segments cover the data.
+  const all = needleStreams();
+  await writeFlush(
+    store,
+    "fake",
+    all.map((s) => ({ ...s, entries: s.entries.slice(0, 300) })),
+    20,
+  );
+  await writeFlush(
+    store,
+    "fake",
+    all.map((s) => ({ ...s, entries: s.entries.slice(300) })),
+    20,
+  );
+});
+
+afterAll(async () => {
+  for (const s of servers) await s.close();
+  await close();
+});
+
+describe("bloom pruning through the real gateway", () => {
+  test("present and absent needles: the lines of a full scan, ≥ 95% of the chunks pruned", async () => {
+    const pruned = await serve(gateway());
+    const scan = await serve(KEEP_ALL_FILTER);
+    for (const trace of ["tr-3-17", "tr-0-0", "tr-7-119", "tr-5-60", "tr-9-1", "tr-3-999"]) {
+      const q = `{service="api"} | trace_id="${trace}"`;
+      const got = await query(pruned, q);
+      const want = await query(scan, q);
+      expect(got.lines).toEqual(want.lines);
+      const present = !trace.startsWith("tr-9") && !trace.endsWith("999");
+      expect(got.lines.length).toBe(present ? 5 : 0);
+      expect(got.stats.chunksInRange).toBe(240);
+      expect(want.stats.chunksFetched).toBe(240);
+      // 240 chunks of 20 lines; a trace id's 5 lines sit in one chunk (20 is a multiple of 5).
+      expect(got.stats.chunksPrunedByBlooms as number).toBeGreaterThanOrEqual(0.95 * 240);
+      expect(got.stats.chunksFetched).toBe(240 - (got.stats.chunksPrunedByBlooms as number));
+      expect(got.stats.chunksFetched as number).toBeGreaterThanOrEqual(present ? 1 : 0);
+      expect((got.stats.bloomGateway as Json).chunks).toBe(240);
+    }
+  });
+
+  test("a query without a bloom test does not ask the gateway", async () => {
+    let asked = 0;
+    const real = gateway();
+    const counting: ChunkFilter = {
+      filterChunkRefs: (req) => {
+        asked++;
+        return real.filterChunkRefs(req);
+      },
+    };
+    const base = await serve(counting);
+    const got = await query(base, '{service="api", pod="pod-1"} |= "request 42 "');
+    expect(got.lines).toHaveLength(1);
+    expect(got.stats.chunksPrunedByBlooms).toBe(0);
+    expect(asked).toBe(0);
+    await query(base, '{service="api"} | trace_id="tr-1-1"');
+    expect(asked).toBe(1);
+  });
+
+  test("a deleted bloom block: the same lines, less pruning (fail open)", async () => {
+    const q = '{service="api"} | trace_id="tr-2-70"'; // line 350: in the second flush
+    const before = await query(await serve(gateway()), q);
+    const blocks = (await store.list("fake/blooms/")).sort();
+    expect(blocks.length).toBeGreaterThanOrEqual(2);
+    await store.delete(blocks[blocks.length - 1]!);
+    const after = await query(await serve(gateway()), q);
+    expect(after.lines).toEqual(before.lines);
+    expect(after.lines).toHaveLength(5);
+    expect(after.stats.chunksPrunedByBlooms as number).toBeLessThan(
+      before.stats.chunksPrunedByBlooms as number,
+    );
+    const failedOpen = (after.stats.bloomGateway as { failedOpen: Record<string, number> })
+      .failedOpen;
+    expect(Object.values(failedOpen).reduce((a, b) => a + b, 0)).toBe(120);
+  });
+});
