@@ -1,0 +1,96 @@
+/**
+ * The ingester process the crash tests SIGKILL: `node --import tsx crash.test-child.ts`,
+ * configured by environment variables, tiny flush thresholds so that kills land inside
+ * flushes. Prints `listening <url>` once ready.
+ *
+ *   CRASH_QUEUE=wal    CRASH_WAL_DIR: opens the write-ahead log, serves POST /append
+ *                      (records as JSON, answered 204 once durable: "acknowledged")
+ *   CRASH_QUEUE=kafka  KAFKA_BROKERS, CRASH_TOPIC, CRASH_GROUP: a group consumer
+ *   CRASH_STORE=fs     CRASH_STORE_DIR
+ *   CRASH_STORE=s3     S3_ENDPOINT, CRASH_BUCKET (credentials from the environment)
+ *   CRASH_PARTITIONS   partition count
+ * SIGTERM stops gracefully (flush, commit) and exits 0.
+ */
+import Fastify from "fastify";
+import { Registry } from "prom-client";
+import { KafkaQueueConsumer, openWal } from "@sieve/queue";
+import type { LocalWal, QueueConsumer } from "@sieve/queue";
+import { FsObjectStore, S3ObjectStore } from "@sieve/storage";
+import type { ObjectStore } from "@sieve/storage";
+import { record, testConfig, testLogger } from "./harness.test-helper.js";
+import type { TestEntry } from "./harness.test-helper.js";
+import { createIngester } from "./http.js";
+
+const env = process.env;
+const partitions = Number(env.CRASH_PARTITIONS ?? "2");
+let wal: LocalWal | undefined;
+let consumer: QueueConsumer;
+if (env.CRASH_QUEUE === "kafka") {
+  consumer = new KafkaQueueConsumer({
+    brokers: (env.KAFKA_BROKERS ?? "").split(","),
+    topic: env.CRASH_TOPIC!,
+    groupId: env.CRASH_GROUP!,
+    partitions,
+    sessionTimeoutMs: 6000,
+    heartbeatIntervalMs: 500,
+  });
+} else {
+  wal = await openWal({ dir: env.CRASH_WAL_DIR!, partitions, maxBatchRecords: 20 });
+  consumer = wal.consumer;
+}
+const store: ObjectStore =
+  env.CRASH_STORE === "s3"
+    ? new S3ObjectStore({
+        bucket: env.CRASH_BUCKET!,
+        endpoint: env.S3_ENDPOINT!,
+        forcePathStyle: true,
+      })
+    : new FsObjectStore(env.CRASH_STORE_DIR!);
+const registry = new Registry();
+const service = createIngester({
+  config: testConfig({
+    chunkTargetBytes: 1024,
+    chunkBlockBytes: 512,
+    chunkIdleMs: 40,
+    chunkMaxAgeMs: 150,
+    flushCheckIntervalMs: 20,
+    flushWriteConcurrency: 2,
+  }),
+  consumer,
+  store,
+  logger: testLogger,
+  registry,
+});
+const app = Fastify();
+await app.register(service.plugin());
+if (wal !== undefined) {
+  const writer = wal.writer;
+  app.post("/append", async (request, reply) => {
+    const body = request.body as {
+      tenant: string;
+      labels: string;
+      entries: { ts: string; line: string; md: Record<string, string> }[];
+    }[];
+    const records = body.map((s) =>
+      record(
+        s.tenant,
+        s.labels,
+        s.entries.map((e): TestEntry => ({ ts: BigInt(e.ts), line: e.line, md: e.md })),
+        partitions,
+      ),
+    );
+    await writer.append(records);
+    return reply.code(204).send();
+  });
+}
+await service.ingester.start();
+const url = await app.listen({ host: "127.0.0.1", port: 0 });
+process.stdout.write(`listening ${url}\n`);
+process.on("SIGTERM", () => {
+  void (async () => {
+    await service.ingester.stop();
+    await wal?.close();
+    await app.close();
+    process.exit(0);
+  })();
+});
