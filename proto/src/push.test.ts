@@ -43,6 +43,8 @@ describe("PushRequest", () => {
     ["truncated length", Uint8Array.from([0x0a, 0x10, 0x01])],
     ["bad wire type", Uint8Array.from([0x0f, 0x01])],
     ["string where a message belongs", Uint8Array.from([0x0a, 0x02, 0x12, 0x05])],
+    ["field past its message", Uint8Array.from([0x0a, 0x02, 0x0a, 0x05, 0x61, 0x62])],
+    ["group", Uint8Array.from([0x0b, 0x0c])],
   ])("rejects %s with malformed_protobuf", (_name, bytes) => {
     expect(() => decodePushRequest(bytes)).toThrow(ProtoError);
     try {
@@ -53,6 +55,7 @@ describe("PushRequest", () => {
   });
 
   it("counts nested messages without decoding them", () => {
+    expect(countPushMessages(new Uint8Array(0))).toBe(0);
     // 1 stream, 1 entry, its timestamp and 1 metadata pair.
     expect(countPushMessages(handEncoded())).toBe(4);
     const many = encodePushRequest({
@@ -83,12 +86,27 @@ describe("PushRequest", () => {
     expect(() => decodePushRequest(bytes, 1000)).toThrow(ProtoError);
   });
 
-  it("never miscounts into an error on garbage", () => {
+  it("passes only what protobufjs then decodes; refuses the rest with ProtoError", () => {
+    const accepted = (bytes: Uint8Array) => {
+      if (countPushMessages(bytes) >= 0) expect(() => decodePushRequest(bytes)).not.toThrow();
+      else expect(() => decodePushRequest(bytes)).toThrow(ProtoError);
+    };
+    fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), accepted), { numRuns: 2000 });
+    // Valid requests with a byte changed: mostly still structured, so the walk goes deep.
+    const valid = handEncoded();
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
-        expect(countPushMessages(bytes)).toBeGreaterThanOrEqual(0);
+      fc.property(fc.nat(valid.length - 1), fc.nat(255), (i, b) => {
+        accepted(valid.with(i, b));
       }),
+      { numRuns: 2000 },
     );
+  });
+
+  it("refuses a line cut short, from a Buffer too (protobufjs alone would cut it)", () => {
+    const whole = Buffer.from(handEncoded());
+    for (let cut = 1; cut < whole.length; cut++) {
+      expect(() => decodePushRequest(whole.subarray(0, cut))).toThrow(ProtoError);
+    }
   });
 
   it.each([

@@ -36,15 +36,14 @@ export interface PushRequest {
  * Decodes a PushRequest from protobuf bytes (already decompressed). Bytes only: no label
  * parsing or validation here. Throws a {@link ProtoError} `malformed_protobuf`, or
  * `too_many_messages` when the request holds more than `maxMessages` nested messages
- * (streams, entries, timestamps, label pairs), counted by {@link countPushMessages} before
- * anything is decoded.
+ * (streams, entries, timestamps, label pairs); both are found by {@link countPushMessages}
+ * before anything is decoded.
  */
 export function decodePushRequest(bytes: Uint8Array, maxMessages = Infinity): PushRequest {
-  if (maxMessages !== Infinity) {
-    const messages = countPushMessages(bytes);
-    if (messages > maxMessages) {
-      throw new ProtoError("too_many_messages", `${messages}, limit ${maxMessages}`);
-    }
+  const messages = countPushMessages(bytes);
+  if (messages < 0) throw new ProtoError("malformed_protobuf", "truncated or malformed field");
+  if (messages > maxMessages) {
+    throw new ProtoError("too_many_messages", `${messages}, limit ${maxMessages}`);
   }
   try {
     return PushRequestType.decode(bytes) as unknown as PushRequest;
@@ -70,60 +69,98 @@ export function timestampNs(ts: PushTimestamp | null): bigint {
 
 /**
  * Counts the messages a PushRequest would decode to (streams, entries, timestamps, label
- * pairs) by walking tags and lengths only, never the strings. Decoding costs heap per
- * message: an empty 2-byte entry becomes a JavaScript object, about 57 bytes of heap per
- * byte of input (measured with 1,000,000 of them), so the count bounds a push's memory
- * where its byte size cannot. Answers the count so far when the bytes are malformed
- * (decoding then reports the error). Wire format: https://protobuf.dev/programming-guides/encoding/
+ * pairs) by walking tags and lengths only, never the strings; answers -1 when the bytes are
+ * not well-formed protobuf (a truncated varint or field, a field crossing the end of its
+ * message, a group). Decoding costs heap per message: an empty 2-byte entry becomes a
+ * JavaScript object, about 57 bytes of heap per byte of input (measured with 1,000,000 of
+ * them), so the count bounds a push's memory where its byte size cannot. The walk also
+ * closes a gap in protobufjs: reading from a Buffer, it cuts a string that runs past the
+ * end of the input instead of failing. Wire format:
+ * https://protobuf.dev/programming-guides/encoding/
  */
 export function countPushMessages(bytes: Uint8Array): number {
   let count = 0;
-  // depth 0: PushRequest, 1: StreamAdapter, 2: EntryAdapter; `ends` holds each level's end.
-  const ends = [bytes.length, 0, 0];
-  let depth = 0;
+  // The message being walked at each depth, and where it ends.
+  const types: number[] = [PUSH_REQUEST];
+  const ends: number[] = [bytes.length];
   let at = 0;
-  for (;;) {
-    while (depth > 0 && at >= ends[depth]!) depth--;
-    if (at >= bytes.length) return count;
-    let tag = 0;
-    for (let shift = 0; ; shift += 7) {
-      if (at >= bytes.length || shift > 28) return count;
+  // Tags and lengths are 32-bit varints (at most 5 bytes, as protobufjs reads them); values
+  // of int64 fields take up to 10.
+  const varint = (limit: number, maxBytes = 5): number => {
+    let value = 0;
+    for (let shift = 0; shift < maxBytes * 7; shift += 7) {
+      if (at >= limit) return -1;
       const b = bytes[at++]!;
-      tag += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) break;
+      value += (b & 0x7f) * 2 ** shift;
+      // protobufjs keeps the low 32 bits of a 32-bit varint: so do we, to read what it reads.
+      if (b < 0x80) return maxBytes === 5 ? value % 4294967296 : value;
     }
-    const field = Math.floor(tag / 8);
-    switch (tag & 7) {
+    return -1;
+  };
+  for (;;) {
+    let depth = types.length - 1;
+    while (depth > 0 && at === ends[depth]) {
+      types.pop();
+      ends.pop();
+      depth--;
+    }
+    if (at === bytes.length) return depth === 0 ? count : -1;
+    const limit = ends[depth]!;
+    const tag = varint(limit);
+    if (tag < 8) return -1; // field 0 or a broken varint
+    const wire = tag & 7;
+    const expected = SCHEMA[types[depth]!]![Math.floor(tag / 8)];
+    if (expected !== undefined && expected.wire !== wire) return -1;
+    let end: number;
+    switch (wire) {
       case 0:
-        while (at < bytes.length && bytes[at]! >= 0x80) at++;
-        at++;
+        if (varint(limit, 10) < 0) return -1;
         continue;
       case 1:
-        at += 8;
-        continue;
-      case 5:
-        at += 4;
-        continue;
-      case 2:
+        end = at + 8;
         break;
+      case 5:
+        end = at + 4;
+        break;
+      case 2: {
+        const length = varint(limit);
+        if (length < 0) return -1;
+        end = at + length;
+        if (end > limit) return -1;
+        if (expected?.child !== undefined) {
+          count++;
+          types.push(expected.child);
+          ends.push(end);
+          continue;
+        }
+        break;
+      }
       default:
-        return count;
+        return -1; // groups: not in Loki's schema
     }
-    let length = 0;
-    for (let shift = 0; ; shift += 7) {
-      if (at >= bytes.length || shift > 28) return count;
-      const b = bytes[at++]!;
-      length += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) break;
-    }
-    const end = at + length;
-    if (end > ends[depth]!) return count;
-    if ((depth === 0 && field === 1) || (depth === 1 && field === 2)) {
-      count++;
-      ends[++depth] = end;
-      continue;
-    }
-    if (depth === 2 && field >= 1 && field <= 4 && field !== 2) count++;
+    if (end > limit) return -1;
     at = end;
   }
 }
+
+// The push schema as the walk needs it: per message, per field, its wire type and, for a
+// nested message, the message's index here. Unknown fields are skipped by wire type.
+const PUSH_REQUEST = 0;
+const STREAM = 1;
+const ENTRY = 2;
+const TIMESTAMP = 3;
+const PAIR = 4;
+const VARINT = { wire: 0 };
+const BYTES = { wire: 2 };
+const SCHEMA: readonly Readonly<Record<number, { wire: number; child?: number }>>[] = [
+  { 1: { wire: 2, child: STREAM }, 2: BYTES },
+  { 1: BYTES, 2: { wire: 2, child: ENTRY }, 3: VARINT },
+  {
+    1: { wire: 2, child: TIMESTAMP },
+    2: BYTES,
+    3: { wire: 2, child: PAIR },
+    4: { wire: 2, child: PAIR },
+  },
+  { 1: VARINT, 2: VARINT },
+  { 1: BYTES, 2: BYTES },
+];
