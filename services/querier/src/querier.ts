@@ -268,6 +268,14 @@ export class TopEntries {
     if (kept.length === this.limit) this.threshold = kept[kept.length - 1];
   }
 
+  /**
+   * Sorts and cuts once `limit` candidates are buffered, so that {@link full} and
+   * {@link worse} can stop the reader early (called between chunks).
+   */
+  settle(): void {
+    if (this.threshold === undefined && this.buf.length >= this.limit) this.compact();
+  }
+
   /** The answer, in the direction. */
   result(): ResultEntry[] {
     this.compact();
@@ -650,6 +658,7 @@ export class Querier {
       const y = backward ? a.chunk.ref.through : b.chunk.ref.from;
       return x < y ? -1 : x > y ? 1 : 0;
     });
+    top.settle();
     const cannotBeat = (c: PlannedChunk): boolean =>
       top.full && top.worse(backward ? c.chunk.ref.through : c.chunk.ref.from);
     for await (const { planned: p, bytes } of this.fetchInOrder(
@@ -657,6 +666,7 @@ export class Querier {
       ctx,
       (c) => !cannotBeat(c),
     )) {
+      top.settle();
       if (cannotBeat(p)) break;
       const reader = new ChunkReader(bytes);
       for (const b of reader.blocks) {

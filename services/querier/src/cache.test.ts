@@ -1,0 +1,45 @@
+import { describe, expect, test } from "vitest";
+import { ObjectCache } from "./cache.js";
+
+describe("ObjectCache", () => {
+  test("concurrent lookups of a missing key share one load", async () => {
+    const cache = new ObjectCache<Uint8Array>(1000, (v) => v.byteLength);
+    let loads = 0;
+    let release: (v: Uint8Array) => void = () => undefined;
+    const gate = new Promise<Uint8Array>((resolve) => (release = resolve));
+    const load = () => {
+      loads++;
+      return gate;
+    };
+    const lookups = [cache.get("k", load), cache.get("k", load), cache.get("k", load)];
+    release(new Uint8Array(10));
+    const got = await Promise.all(lookups);
+    expect(loads).toBe(1);
+    expect(got.map((g) => g.hit)).toEqual([false, true, true]);
+    expect((await cache.get("k", load)).hit).toBe(true);
+    expect(cache.hits).toBe(3);
+    expect(cache.misses).toBe(1);
+  });
+
+  test("stays within its byte budget, evicting the least recently used", async () => {
+    const cache = new ObjectCache<Uint8Array>(100, (v) => v.byteLength);
+    for (let i = 0; i < 10; i++)
+      await cache.get(`k${i}`, () => Promise.resolve(new Uint8Array(30)));
+    expect(cache.bytes).toBeLessThanOrEqual(100);
+    expect((await cache.get("k9", () => Promise.resolve(new Uint8Array(30)))).hit).toBe(true);
+    expect((await cache.get("k0", () => Promise.resolve(new Uint8Array(30)))).hit).toBe(false);
+    // An object above the whole budget is served, not kept.
+    const big = await cache.get("big", () => Promise.resolve(new Uint8Array(500)));
+    expect(big.value.byteLength).toBe(500);
+    expect(cache.bytes).toBeLessThanOrEqual(100);
+  });
+
+  test("a failed load is not cached and reaches every waiter", async () => {
+    const cache = new ObjectCache<Uint8Array>(100, (v) => v.byteLength);
+    const fail = () => Promise.reject(new Error("store down"));
+    await expect(Promise.all([cache.get("k", fail), cache.get("k", fail)])).rejects.toThrow(
+      "store down",
+    );
+    expect((await cache.get("k", () => Promise.resolve(new Uint8Array(1)))).hit).toBe(false);
+  });
+});

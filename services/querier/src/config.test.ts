@@ -1,0 +1,101 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import {
+  ConfigError,
+  DEFAULT_CONFIG,
+  DEFAULT_QUERY_LIMITS,
+  limitsFor,
+  loadConfig,
+} from "./config.js";
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "sieve-querier-config-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function file(text: string): Promise<string> {
+  const path = join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
+  await writeFile(path, text);
+  return path;
+}
+
+describe("loadConfig", () => {
+  test("defaults with no file and no environment", () => {
+    expect(loadConfig({ env: {} })).toEqual(DEFAULT_CONFIG);
+  });
+
+  test("file, then environment; overrides per tenant", async () => {
+    const path = await file(
+      [
+        "querier:",
+        "  authEnabled: true",
+        "  chunkCacheBytes: 1048576",
+        "  limits:",
+        "    maxEntriesLimitPerQuery: 100",
+        "  overrides:",
+        "    team-a:",
+        "      maxQueryLengthMs: 3600000",
+        "distributor:",
+        "  anything: 1",
+      ].join("\n"),
+    );
+    const c = loadConfig({
+      file: path,
+      env: {
+        SIEVE_QUERIER_MAX_CONCURRENT_FETCHES: "3",
+        SIEVE_QUERIER_LIMITS_QUERY_TIMEOUT_MS: "5000",
+      },
+    });
+    expect(c.authEnabled).toBe(true);
+    expect(c.chunkCacheBytes).toBe(1048576);
+    expect(c.maxConcurrentFetches).toBe(3);
+    expect(c.limits).toEqual({
+      ...DEFAULT_QUERY_LIMITS,
+      maxEntriesLimitPerQuery: 100,
+      queryTimeoutMs: 5000,
+    });
+    expect(limitsFor(c, "team-a").maxQueryLengthMs).toBe(3_600_000);
+    expect(limitsFor(c, "team-a").maxEntriesLimitPerQuery).toBe(100);
+    expect(limitsFor(c, "team-b")).toBe(c.limits);
+  });
+
+  const refusals: [string, Record<string, string>, string, string][] = [
+    ["querier:\n  cacheBytes: 1\n", {}, "unknown_key", "querier.cacheBytes"],
+    ["querier:\n  limits:\n    maxLines: 1\n", {}, "unknown_key", "querier.limits.maxLines"],
+    ["querier:\n  authEnabled: yes please\n", {}, "invalid_type", "querier.authEnabled"],
+    ["querier:\n  chunkCacheBytes: -1\n", {}, "out_of_range", "querier.chunkCacheBytes"],
+    ["querier:\n  maxConcurrentFetches: 0\n", {}, "out_of_range", "maxConcurrentFetches"],
+    ["querier: [1]\n", {}, "invalid_type", "querier"],
+    ["querier: {\n", {}, "invalid_yaml", ""],
+    ["", { SIEVE_QUERIER_AUTH_ENABLED: "1" }, "invalid_type", "SIEVE_QUERIER_AUTH_ENABLED"],
+    [
+      "",
+      { SIEVE_QUERIER_LIMITS_MAX_CHUNKS_PER_QUERY: "many" },
+      "invalid_type",
+      "SIEVE_QUERIER_LIMITS_MAX_CHUNKS_PER_QUERY",
+    ],
+  ];
+  test.each(refusals)("%j %j → %s at %s", async (text, env, code, key) => {
+    const path = await file(text);
+    let error: unknown;
+    try {
+      loadConfig({ file: path, env });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).code).toBe(code);
+    if (key !== "") expect((error as ConfigError).key).toBe(key);
+  });
+
+  test("a missing file is named", () => {
+    expect(() => loadConfig({ file: join(dir, "nope.yaml"), env: {} })).toThrow(
+      /cannot read the configuration file/,
+    );
+  });
+});
