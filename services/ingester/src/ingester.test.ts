@@ -7,6 +7,9 @@ import { waitFor } from "@sieve/queue/testing";
 import { FsObjectStore } from "@sieve/storage";
 import Fastify from "fastify";
 import { Registry } from "prom-client";
+import fc from "fast-check";
+import { chunkMayContainToken, lineNgrams, readIndex, readSeriesBloom } from "@sieve/index";
+import { decodeChunk } from "@sieve/chunk";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { IngesterConfig } from "./config.js";
 import { IngesterHttpClient } from "./client.js";
@@ -326,5 +329,78 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     expect(contents.chunks).toBe(1);
     expect(contents.bloomsInBlocks).toBe(0);
     expect(contents.series[0]!.chunks[0]!.bloom).toEqual({ kind: "missing", reason: "disabled" });
+  });
+
+  it("no false negatives at chunk level on random data, with n-grams for one tenant", async () => {
+    const { ingester } = start({
+      chunkTargetBytes: 1024,
+      chunkBlockBytes: 256,
+      overrides: { grams: { ngramLength: 3, ngramSkip: 1 } },
+    });
+    await ingester.start();
+    const word = fc.string({ minLength: 1, maxLength: 8 });
+    const entryArb = fc.record({
+      line: fc.string({ minLength: 0, maxLength: 80 }),
+      md: fc.dictionary(fc.constantFrom("trace_id", "user", "pod", "ünï"), word, { maxKeys: 3 }),
+      dt: fc.integer({ min: -50, max: 1000 }),
+    });
+    const run = fc.record({
+      streams: fc.array(
+        fc.array(fc.array(entryArb, { minLength: 1, maxLength: 12 }), {
+          minLength: 1,
+          maxLength: 8,
+        }),
+        {
+          minLength: 1,
+          maxLength: 4,
+        },
+      ),
+      grams: fc.boolean(),
+    });
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(run, async ({ streams, grams }) => {
+        const tenant = grams ? "grams" : `plain-${n}`;
+        n++;
+        const recs = [];
+        let ts = T0;
+        for (let s = 0; s < streams.length; s++) {
+          for (const batch of streams[s]!) {
+            const es: TestEntry[] = batch.map((e) => {
+              ts += BigInt(e.dt);
+              return { ts, line: e.line, md: e.md };
+            });
+            recs.push(record(tenant, `{run="${n}", s="${s}"}`, es, PARTITIONS));
+          }
+        }
+        const consumed = await metric("sieve_ingester_records_consumed_total");
+        await wal.writer.append(recs);
+        await waitFor(
+          async () =>
+            (await metric("sieve_ingester_records_consumed_total")) === consumed + recs.length,
+        );
+        await ingester.flushAll();
+        const contents = await readStore(store, tenant, T0 - 100_000n);
+        expect(contents.falseNegatives).toEqual([]);
+        if (!grams) return;
+        for (const series of await readIndex(store, tenant, T0 - 100_000n, T0 + 10_000_000_000n)) {
+          for (const c of series.chunks) {
+            if (c.bloom.kind !== "block") continue;
+            const bloom = await readSeriesBloom(store, c.bloom, series.fingerprint);
+            if (bloom.status !== "ok") throw new Error(bloom.status);
+            const covered = { ...c.ref, prefixed: c.prefixed };
+            for (const e of decodeChunk(await store.get(c.key)).entries) {
+              for (const g of lineNgrams(e.line, { length: 3, skip: 1 })) {
+                expect(chunkMayContainToken(bloom.filter, covered, g), `${c.key} ${g}`).toBe(true);
+              }
+            }
+          }
+        }
+      }),
+      { numRuns: 15 },
+    );
+    expect(await metric("sieve_ingester_chunks_flushed_total", { reason: "full" })).toBeGreaterThan(
+      0,
+    );
   });
 });
