@@ -603,6 +603,7 @@ export class Querier {
     const backward = q.direction === "backward";
     const top = new TopEntries(q.limit, backward);
     const pipeline = compilePipeline(expr.pipeline);
+    const testLine = pipeline.lineOnly ? pipeline.testLine : undefined;
     if (q.end <= q.start) return [];
     const through = q.end - 1n;
     const [planned, fromIngesters] = await Promise.all([
@@ -676,6 +677,9 @@ export class Querier {
         if (++n % DEADLINE_CHECK_EVERY === 0) ctx.check();
         stats.linesScanned++;
         if (top.worse(e.timestamp)) break;
+        // A line filter alone needs no labels: refuse the line before allocating its
+        // metadata record (a needle scan refuses nearly every line).
+        if (testLine !== undefined && !testLine(e.line)) continue;
         const metadata = metadataRecord(e.structuredMetadata);
         const out = pipeline.process({
           timestamp: e.timestamp,

@@ -57,6 +57,7 @@ export async function writeFlush(
   tenant: string,
   streams: readonly TestStream[],
   entriesPerChunk: number,
+  blockTargetBytes = 512,
 ): Promise<number> {
   const flush = ++flushes;
   const blooms: BloomBlockInput[] = [];
@@ -72,7 +73,7 @@ export async function writeFlush(
     for (let i = 0; i < sorted.length; i += entriesPerChunk) {
       const part = sorted.slice(i, i + entriesPerChunk);
       for (const e of part) bloom.add(e.structuredMetadata, e.line);
-      const encoded = encodeChunk(part, { blockTargetBytes: 512 });
+      const encoded = encodeChunk(part, { blockTargetBytes });
       const ref = { tenant, fingerprint: fp, ...pick(encoded) };
       await store.put(chunkKey(ref), encoded.bytes);
       written++;
