@@ -282,3 +282,19 @@ describe("operations", () => {
     expect(metrics).toContain('sieve_distributor_bytes_received_total{tenant="fake"} 1');
   });
 });
+
+describe("odd requests", () => {
+  it.each([
+    ["no body, no content type", undefined, {}, 400],
+    ["empty JSON body", "", { "content-type": "application/json" }, 400],
+    ["JSON without streams", "{}", { "content-type": "application/json" }, 204],
+  ])("%s answers %s", async (_name, body, headers, status) => {
+    h = await startDistributor();
+    const res = await fetch(`${h.url}/loki/api/v1/push`, {
+      method: "POST",
+      headers,
+      ...(body !== undefined && { body }),
+    });
+    expect(res.status).toBe(status);
+  });
+});

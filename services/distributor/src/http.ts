@@ -1,6 +1,5 @@
-import { Writable } from "node:stream";
+import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { Readable } from "node:stream";
 import { createGunzip, createInflate } from "node:zlib";
 import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback } from "fastify";
@@ -164,11 +163,12 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
       }
       let streams: IncomingStream[];
       try {
-        const body = await readBody(
-          request.body as Readable,
-          request.headers["content-encoding"],
-          config,
-        );
+        // Without a Content-Type fastify runs no parser and leaves no stream: an empty body.
+        const raw = request.body;
+        const body =
+          raw instanceof Readable
+            ? await readBody(raw, request.headers["content-encoding"], config)
+            : Buffer.alloc(0);
         const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
         streams =
           type === "application/json"
