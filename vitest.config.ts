@@ -6,6 +6,7 @@ export default defineConfig({
       "packages/*/src/**/*.test.ts",
       "services/*/src/**/*.test.ts",
       "proto/src/**/*.test.ts",
+      "apps/*/src/**/*.test.ts",
       "tests/**/*.test.ts",
     ],
     testTimeout: 60_000,

@@ -1,6 +1,8 @@
 #!/bin/sh
-# `npm start`: install and build what Sieve needs, then run it.
+# `npm start [-- --port P --data-dir D --config-file F]`: install and build what Sieve
+# needs (the first time takes a minute), then run every component in this process.
 set -eu
 cd "$(dirname "$0")/.."
-echo "sieve: the service does not exist yet (issue 6 builds \`sieve all\`); nothing to run." >&2
-exit 1
+sh scripts/pnpm.sh install --frozen-lockfile --reporter=silent
+sh scripts/pnpm.sh run --silent build
+exec node apps/sieve/dist/main.js all "$@"

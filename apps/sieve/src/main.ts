@@ -1,0 +1,97 @@
+#!/usr/bin/env node
+/**
+ * `sieve <target>`: runs Sieve. `sieve all` (the default) runs every component in one
+ * process on port 3100, with a write-ahead log and a filesystem store under `./data`.
+ */
+import { parseArgs } from "node:util";
+import { pino } from "pino";
+import { SIEVE_OPTIONS, loadSieveConfig } from "./config.js";
+import { TARGETS, start, type Target } from "./targets.js";
+
+const USAGE = `Usage: sieve [${TARGETS.join(" | ")}] [options]
+
+Options:
+  --config-file F   YAML configuration (docs/configuration.md)
+  --port P          HTTP port (default 3100)
+  --data-dir D      local data: write-ahead log and filesystem store (default ./data)
+  --host H          address to listen on (default 0.0.0.0)
+  -h, --help        this text
+
+Environment:
+${SIEVE_OPTIONS.map((o) => `  ${o.env.padEnd(26)} ${o.path}`).join("\n")}
+  SIEVE_LOG_LEVEL            pino level (default info)
+`;
+
+function isTarget(name: string): name is Target {
+  return (TARGETS as readonly string[]).includes(name);
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      options: {
+        "config-file": { type: "string" },
+        port: { type: "string" },
+        "data-dir": { type: "string" },
+        host: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    process.stderr.write(`sieve: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const target = positionals[0] ?? "all";
+  if (!isTarget(target) || positionals.length > 1) {
+    process.stderr.write(
+      `sieve: unknown target ${JSON.stringify(positionals.join(" "))}\n\n${USAGE}`,
+    );
+    return 2;
+  }
+  const file = values["config-file"];
+  const logger = pino({ level: process.env.SIEVE_LOG_LEVEL ?? "info", base: { target } });
+  let running;
+  try {
+    const config = loadSieveConfig({
+      ...(file !== undefined && { file }),
+      flags: {
+        ...(values.port !== undefined && { port: values.port }),
+        ...(values["data-dir"] !== undefined && { dataDir: values["data-dir"] }),
+        ...(values.host !== undefined && { host: values.host }),
+      },
+    });
+    running = await start(target, { config, logger, ...(file !== undefined && { file }) });
+  } catch (error) {
+    // Configuration and start-up errors are the user's to fix: say what, not a stack.
+    process.stderr.write(`sieve: ${(error as Error).message}\n`);
+    return 1;
+  }
+  logger.info({ url: running.url }, `sieve ${target} is ready`);
+  const stopped = new Promise<number>((resolve) => {
+    const stop = (signal: string): void => {
+      logger.info({ signal }, "shutting down: flushing head chunks");
+      running.close().then(
+        () => {
+          resolve(0);
+        },
+        (error: unknown) => {
+          logger.error({ err: error }, "shutdown failed");
+          resolve(1);
+        },
+      );
+    };
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+  });
+  return stopped;
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,229 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import { Registry, collectDefaultMetrics } from "prom-client";
+import {
+  BloomGateway,
+  BloomGatewayClient,
+  bloomGatewayPlugin,
+  loadConfig as loadGatewayConfig,
+} from "@sieve/bloom-gateway";
+import { distributorPlugin, loadConfig as loadDistributorConfig } from "@sieve/distributor";
+import {
+  IngesterHttpClient,
+  createIngester,
+  loadConfig as loadIngesterConfig,
+} from "@sieve/ingester";
+import { createQuerier, querierPlugin, loadConfig as loadQuerierConfig } from "@sieve/querier";
+import {
+  KafkaQueueConsumer,
+  KafkaQueueWriter,
+  openWal,
+  type LocalWal,
+  type QueueConsumer,
+  type QueueWriter,
+} from "@sieve/queue";
+import { FsObjectStore, S3ObjectStore, type ObjectStore } from "@sieve/storage";
+import type { SieveConfig } from "./config.js";
+
+/** What `sieve <target>` can run. */
+export const TARGETS = ["all", "distributor", "ingester", "bloom-gateway", "querier"] as const;
+/** One of {@link TARGETS}. */
+export type Target = (typeof TARGETS)[number];
+
+/** A started process: its HTTP server and the way to stop it gracefully. */
+export interface Running {
+  readonly app: FastifyInstance;
+  /** The address it listens on, e.g. `http://127.0.0.1:3100`. */
+  readonly url: string;
+  /** Stops accepting, flushes every head chunk, commits the queue, closes files. */
+  close(): Promise<void>;
+}
+
+/** Where configuration comes from, passed through to each component's own loader. */
+export interface StartOptions {
+  readonly config: SieveConfig;
+  readonly file?: string;
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly logger: Logger;
+}
+
+/** Opens the configured object store. */
+export function openStore(config: SieveConfig): ObjectStore {
+  if (config.storage.backend === "filesystem") return new FsObjectStore(config.storage.dir);
+  const { bucket, region, endpoint, forcePathStyle } = config.storage.s3;
+  return new S3ObjectStore({
+    bucket,
+    forcePathStyle,
+    ...(region !== "" && { region }),
+    ...(endpoint !== "" && { endpoint }),
+  });
+}
+
+function kafkaOptions(config: SieveConfig) {
+  const { brokers, topic } = config.queue.kafka;
+  return { brokers, topic, partitions: config.queue.partitions };
+}
+
+/**
+ * Starts `target` in this process on the configured port. `all` runs every component
+ * around one write-ahead log (or Kafka) and one object store, with the querier calling
+ * the ingester and the bloom gateway in process; the others run one role each and reach
+ * the rest over HTTP and the queue.
+ */
+export async function start(target: Target, options: StartOptions): Promise<Running> {
+  const { config, logger } = options;
+  const sources = {
+    ...(options.file !== undefined && { file: options.file }),
+    ...(options.env !== undefined && { env: options.env }),
+  };
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  // A pino Logger as fastify's logger narrows the instance type; the plugins take the default one.
+  const app = Fastify({ loggerInstance: logger }) as unknown as FastifyInstance;
+  const closers: (() => Promise<void>)[] = [];
+  const readiness: (() => boolean)[] = [];
+  const wants = (role: Exclude<Target, "all">): boolean => target === "all" || target === role;
+
+  try {
+    const needsQueue = wants("distributor") || wants("ingester");
+    let wal: LocalWal | undefined;
+    if (needsQueue && config.queue.backend === "wal") {
+      wal = await openWal({ dir: config.queue.walDir, partitions: config.queue.partitions });
+      const opened = wal;
+      closers.push(() => opened.close());
+    }
+    const store =
+      wants("ingester") || wants("querier") || wants("bloom-gateway")
+        ? openStore(config)
+        : undefined;
+
+    if (wants("distributor")) {
+      let writer: QueueWriter;
+      if (wal !== undefined) writer = wal.writer;
+      else {
+        const kafka = await KafkaQueueWriter.connect(kafkaOptions(config));
+        closers.push(() => kafka.close());
+        writer = kafka;
+      }
+      await app.register(
+        distributorPlugin({
+          config: loadDistributorConfig(sources),
+          queue: writer,
+          logger,
+          registry,
+          serveOps: false,
+        }),
+      );
+    }
+
+    let ingester: ReturnType<typeof createIngester> | undefined;
+    if (wants("ingester")) {
+      let consumer: QueueConsumer;
+      if (wal !== undefined) consumer = wal.consumer;
+      else {
+        consumer = new KafkaQueueConsumer({
+          ...kafkaOptions(config),
+          groupId: config.queue.kafka.groupId,
+        });
+      }
+      ingester = createIngester({
+        config: loadIngesterConfig(sources),
+        consumer,
+        store: store!,
+        logger,
+        registry,
+      });
+      await app.register(ingester.plugin({ serveOps: false }));
+      const running = ingester.ingester;
+      readiness.push(() => running.ready);
+      // Runs before the queue closes (closers run in reverse): flush, commit, then close.
+      closers.push(() => running.stop());
+    }
+
+    let gateway: BloomGateway | undefined;
+    if (wants("bloom-gateway")) {
+      const gatewayConfig = loadGatewayConfig(sources);
+      gateway = new BloomGateway(gatewayConfig, store!, logger, registry);
+      await app.register(
+        bloomGatewayPlugin({
+          config: gatewayConfig,
+          store: store!,
+          logger,
+          registry,
+          gateway,
+          serveOps: false,
+        }),
+      );
+    }
+
+    if (wants("querier")) {
+      const querierConfig = loadQuerierConfig(sources);
+      const { ingesterUrls, bloomGatewayUrls } = config.cluster;
+      // Without gateway addresses a lone querier prunes in process over the same store.
+      const chunkFilter =
+        gateway ??
+        (bloomGatewayUrls.length > 0
+          ? new BloomGatewayClient({ urls: bloomGatewayUrls })
+          : new BloomGateway(loadGatewayConfig(sources), store!, logger, registry));
+      const querier = createQuerier({
+        config: querierConfig,
+        store: store!,
+        chunkFilter,
+        registry,
+        ...(ingester !== undefined
+          ? { ingesters: ingester.ingester }
+          : ingesterUrls.length > 0 && {
+              ingesters: new IngesterHttpClient({ urls: ingesterUrls }),
+            }),
+      });
+      await app.register(
+        querierPlugin({
+          querier,
+          authEnabled: querierConfig.authEnabled,
+          registry,
+          logger,
+          serveOps: false,
+        }),
+      );
+    }
+
+    app.get("/ready", async (_request, reply) => {
+      const ready = readiness.every((check) => check());
+      return reply
+        .code(ready ? 200 : 503)
+        .type("text/plain")
+        .send(ready ? "ready\n" : "not ready\n");
+    });
+    app.get("/metrics", async (_request, reply) => {
+      return reply.type(registry.contentType).send(await registry.metrics());
+    });
+
+    if (ingester !== undefined) await ingester.ingester.start();
+    const address = await app.listen({ host: config.server.host, port: config.server.port });
+    let closing: Promise<void> | undefined;
+    return {
+      app,
+      url: address,
+      close: () => (closing ??= shutdown(app, closers, logger)),
+    };
+  } catch (error) {
+    await shutdown(app, closers, logger);
+    throw error;
+  }
+}
+
+/** Stops accepting requests, then runs the closers newest first (ingester before its queue). */
+async function shutdown(
+  app: FastifyInstance,
+  closers: readonly (() => Promise<void>)[],
+  logger: Logger,
+): Promise<void> {
+  await app.close();
+  for (const close of [...closers].reverse()) {
+    try {
+      await close();
+    } catch (error) {
+      logger.error({ err: error }, "error while shutting down");
+    }
+  }
+}
