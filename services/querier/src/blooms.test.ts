@@ -4,7 +4,12 @@
  * rule out, returns exactly the lines a scan of every chunk returns, and, with a bloom
  * block deleted, the same lines with less pruning (fail open).
  */
-import { BloomGateway, DEFAULT_CONFIG as GATEWAY_CONFIG } from "@sieve/bloom-gateway";
+import {
+  BloomGateway,
+  BloomGatewayClient,
+  DEFAULT_CONFIG as GATEWAY_CONFIG,
+  createBloomGatewayServer,
+} from "@sieve/bloom-gateway";
 import type { Entry } from "@sieve/chunk";
 import type { FsObjectStore } from "@sieve/storage";
 import type { FastifyInstance } from "fastify";
@@ -112,6 +117,28 @@ describe("bloom pruning through the real gateway", () => {
       expect(got.stats.chunksFetched as number).toBeGreaterThanOrEqual(present ? 1 : 0);
       expect((got.stats.bloomGateway as Json).chunks).toBe(240);
     }
+  });
+
+  test("through two gateway processes' HTTP API (BloomGatewayClient, jump hash): the same answer", async () => {
+    const urls: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const app = await createBloomGatewayServer({
+        config: GATEWAY_CONFIG,
+        store,
+        logger: pino({ level: "silent" }),
+        registry: new Registry(),
+      });
+      servers.push(app);
+      urls.push(await app.listen({ port: 0, host: "127.0.0.1" }));
+    }
+    const remote = await serve(new BloomGatewayClient({ urls }));
+    const local = await serve(gateway());
+    const q = '{service="api"} | trace_id="tr-6-100"';
+    const got = await query(remote, q);
+    const want = await query(local, q);
+    expect(got.lines).toHaveLength(5);
+    expect(got.lines).toEqual(want.lines);
+    expect(got.stats.chunksPrunedByBlooms).toBe(want.stats.chunksPrunedByBlooms);
   });
 
   test("a query without a bloom test does not ask the gateway", async () => {
