@@ -77,10 +77,18 @@ function stringField(bytes: number): number {
   return 1 + varintSize(bytes) + bytes;
 }
 
+// Node's Buffer has a `utf8Write(string, offset, length)` under `write`, which protobufjs
+// also calls: `write` first normalises its arguments and encoding name, a cost per string
+// that showed in profiles (3.6% of the server). Used when present, `write` otherwise.
+type Utf8Writer = Buffer & { utf8Write?: (s: string, offset: number, length: number) => number };
+const hasUtf8Write = typeof (Buffer.prototype as Utf8Writer).utf8Write === "function";
+
 function writeString(buf: Buffer, at: number, tag: number, s: string, bytes: number): number {
   buf[at++] = tag;
   at = writeVarint(buf, at, bytes);
-  return at + buf.write(s, at, bytes, "utf8");
+  if (hasUtf8Write) (buf as Utf8Writer).utf8Write!(s, at, bytes);
+  else buf.write(s, at, bytes, "utf8");
+  return at + bytes;
 }
 
 /**

@@ -1,14 +1,16 @@
 /**
- * The load side of `pnpm bench:push`, run in a worker thread so that it does not share the
- * server's event loop (plain JavaScript: worker threads do not get tsx's loader): `connections` loops, each POSTing the prepared bodies in turn over a
- * keep-alive undici pool until the deadline.
+ * The load side of `pnpm bench:push`, a child process (forked with advanced serialisation)
+ * so that it shares neither the server's event loop nor its CPU accounting: it receives
+ * the job as its first message, runs `connections` loops, each POSTing the prepared bodies
+ * in turn over a keep-alive undici pool until the deadline, and answers with its counts.
+ * Plain JavaScript, so it needs no loader.
  */
+import { once } from "node:events";
 import { performance } from "node:perf_hooks";
-import { parentPort, workerData } from "node:worker_threads";
 import { Pool } from "undici";
 
-/** @type {{ url: string, contentType: string, bodies: Uint8Array[], connections: number, durationMs: number }} */
-const job = workerData;
+/** @type {[{ url: string, contentType: string, bodies: Uint8Array[], connections: number, durationMs: number }]} */
+const [job] = /** @type {any} */ (await once(globalThis.process, "message"));
 const pool = new Pool(job.url, { connections: job.connections, pipelining: 1 });
 const deadline = performance.now() + job.durationMs;
 /** @type {number[]} */
@@ -43,7 +45,7 @@ await Promise.all(Array.from({ length: job.connections }, (_, c) => loop(c)));
 const elapsedMs = performance.now() - started;
 await pool.close();
 latencies.sort((a, b) => a - b);
-parentPort?.postMessage({
+globalThis.process.send?.({
   ok,
   failed,
   firstError,
