@@ -129,6 +129,7 @@ beforeAll(async () => {
     authEnabled: true,
     overrides: {
       short: { maxQueryLengthMs: 3_600_000, maxEntriesLimitPerQuery: 50, maxChunksPerQuery: 3 },
+      unbounded: { maxQueryLengthMs: 0 },
     },
   });
   const mQuerier = createQuerier({
@@ -535,6 +536,76 @@ describe("errors as Loki words them", () => {
     expect(res.text).toBe(
       "request timed out, decrease the duration of the request or add more label matchers (prefer exact match over regex match) to reduce the amount of data processed\n",
     );
+  });
+});
+
+describe("odd and hostile input", () => {
+  test("POST query_range with a form body, and since", async () => {
+    const res = await fetch(`${openUrl}/loki/api/v1/query_range`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({
+        query: '{app="web"}',
+        end: String(T0 + 3n * S),
+        since: "2s",
+        direction: "forward",
+      }).toString(),
+    });
+    expect(res.status).toBe(200);
+    const got = lines((await res.json()) as Json).map((l) => l.ts);
+    expect(got.sort()).toEqual([String(T0 + 1n * S), String(T0 + 2n * S)]);
+  });
+
+  test.each([
+    ["an empty query", { query: "" }, 400, /^parse error/],
+    [
+      "a query longer than 721h",
+      { query: '{app="web"}', start: "0", end: "1700000000" },
+      400,
+      /limit: 30d1h\)$/m,
+    ],
+    ["an unclosed selector", { query: '{app="web"', step: "1" }, 400, /^parse error/],
+    [
+      "a huge limit",
+      { query: '{app="web"}', limit: "99999999999999999999" },
+      400,
+      /value out of range/,
+    ],
+    ["a regex that does not compile", { query: '{app=~"("}' }, 400, /^parse error/],
+  ])("%s", async (_what, params, status, message) => {
+    const res = await get(openUrl, "/loki/api/v1/query_range", params);
+    expect(res.status).toBe(status);
+    expect(res.text).toMatch(message);
+  });
+
+  test("with no length limit, the index still refuses more than 400 days", async () => {
+    const res = await get(
+      multiUrl,
+      "/loki/api/v1/query_range",
+      { query: '{app="web"}', start: "0", end: "1700000000" },
+      { "X-Scope-OrgID": "unbounded" },
+    );
+    expect(res.status).toBe(400);
+    expect(res.text).toMatch(/days \(max 400\)/);
+  });
+
+  test("label names with odd characters in the path are just absent", async () => {
+    const res = await get(
+      openUrl,
+      `/loki/api/v1/label/${encodeURIComponent("a b/../c")}/values`,
+      range,
+    );
+    expect(res.status).toBe(200);
+    expect(res.json()).toEqual({ status: "success", data: [] });
+  });
+
+  test("a series selector that is not a selector: 400", async () => {
+    const res = await get(openUrl, "/loki/api/v1/series", {
+      ...range,
+      "match[]": '{app="web"} |= "x"',
+    });
+    expect(res.status).toBe(400);
+    expect(res.text).toMatch(/only a stream selector/);
   });
 });
 
