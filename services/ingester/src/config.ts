@@ -33,6 +33,17 @@ export interface IngesterConfig {
   readonly flushRetryMaxBackoffMs: number;
   /** Cut chunks of one partition waiting for their flush past which consumption pauses. */
   readonly maxPendingFlushBytes: number;
+  /**
+   * At partition assignment, how long an incomplete flush manifest of another ingester may
+   * take to complete (from its creation) before it is rolled back: the old owner may still
+   * be flushing the partition it just lost.
+   */
+  readonly recoveryGraceMs: number;
+  /**
+   * On a Kafka rebalance, how long to wait before recovering a partition another ingester
+   * gave up, so its revocation flush can write its manifest first (not with the local log).
+   */
+  readonly handoverDelayMs: number;
   /** A series bloom whose bit arrays would pass this is dropped and recorded as `too_large`. */
   readonly maxBloomBytes: number;
   /** Entries one query may return when its limit is 0 (or above this): more is `too_many_entries`. */
@@ -57,6 +68,8 @@ export const DEFAULT_CONFIG: IngesterConfig = {
   flushWriteConcurrency: 8,
   flushRetryMaxBackoffMs: 30_000,
   maxPendingFlushBytes: 64 * 1024 * 1024,
+  recoveryGraceMs: 30_000,
+  handoverDelayMs: 2000,
   maxBloomBytes: 4 * 1024 * 1024,
   maxEntriesPerQuery: 100_000,
   maxSeriesPerQuery: 10_000,
@@ -118,6 +131,8 @@ const RANGES: Record<string, readonly [number, number]> = {
   flushWriteConcurrency: [1, 256],
   flushRetryMaxBackoffMs: [1, 3_600_000],
   maxPendingFlushBytes: [1024, 2 ** 40],
+  recoveryGraceMs: [0, 3_600_000],
+  handoverDelayMs: [0, 600_000],
   maxBloomBytes: [64, 1024 * 1024 * 1024],
   maxEntriesPerQuery: [1, 100_000_000],
   maxSeriesPerQuery: [1, 100_000_000],

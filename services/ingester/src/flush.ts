@@ -238,6 +238,21 @@ export interface KeptManifest {
   readonly maxOffset: number;
 }
 
+/** Options of {@link recoverPartition}. */
+export interface RecoveryOptions {
+  /** This ingester's instanceId: its own incomplete manifests are from a crash, never waited for. */
+  readonly writer?: string;
+  /** How long another writer's incomplete manifest may take to complete, from its creation. */
+  readonly graceMs?: number;
+  readonly now?: () => number;
+}
+
+async function presentSegments(store: FlushStore, m: FlushManifest): Promise<string[]> {
+  const present: string[] = [];
+  for (const s of m.segments) if (await exists(store, s)) present.push(s);
+  return present;
+}
+
 /** What {@link recoverPartition} found. */
 export interface Recovery {
   /** Per stream (`streamKey`), the highest offset already in visible chunks: skip up to it. */
@@ -277,7 +292,10 @@ export async function recoverPartition(
   store: FlushStore,
   partition: number,
   logger: Logger,
+  options: RecoveryOptions = {},
 ): Promise<Recovery> {
+  const graceMs = options.graceMs ?? 0;
+  const now = options.now ?? Date.now;
   const keys = (await store.list(manifestPrefix(partition)))
     .map((key) => ({ key, seq: manifestSeq(partition, key) }))
     .filter((k): k is { key: string; seq: number } => k.seq !== undefined)
@@ -296,9 +314,20 @@ export async function recoverPartition(
       if (isNotFound(error)) continue;
       logger.warn({ key, err: error }, "damaged flush manifest: rolled back");
     }
-    const present: string[] = [];
+    let present: string[] = [];
     if (manifest !== undefined) {
-      for (const s of manifest.segments) if (await exists(store, s)) present.push(s);
+      present = await presentSegments(store, manifest);
+      // Another ingester's flush in progress (a Kafka rebalance: the old owner flushes the
+      // partition it lost): give it a moment to finish before calling it incomplete.
+      const m = manifest;
+      while (
+        present.length < m.segments.length &&
+        m.writer !== options.writer &&
+        now() - m.createdMs < graceMs
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        present = await presentSegments(store, m);
+      }
     }
     if (manifest !== undefined && present.length === manifest.segments.length) {
       complete++;

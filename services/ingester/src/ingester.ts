@@ -6,6 +6,7 @@ import { matchesLabels, parseExpr } from "@sieve/logql";
 import type { Matcher } from "@sieve/logql";
 import { decodeQueueRecord } from "@sieve/proto";
 import type { QueueRecord } from "@sieve/proto";
+import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, QueueConsumer } from "@sieve/queue";
 import type { Logger } from "pino";
 import { tenantBlooms } from "./config.js";
@@ -143,6 +144,8 @@ export class Ingester implements IngesterQuerier {
   private flushSlots: number;
   private readonly slotWaiters: (() => void)[] = [];
   private idSequence = 0;
+  /** When this ingester last gave each partition up. */
+  private readonly revokedAt = new Map<number, number>();
 
   constructor(deps: IngesterDeps) {
     this.config = deps.config;
@@ -204,9 +207,29 @@ export class Ingester implements IngesterQuerier {
   // ---- consumption -------------------------------------------------------------------
 
   private async assign(partitions: readonly number[]): Promise<void> {
+    // A partition another member just lost may still be being flushed by it (kafkajs rejoins
+    // while the old owner's revocation runs): give that flush time to write its manifest
+    // before reading the manifests. Partitions this ingester revoked itself are done (the
+    // consumer calls revoked before assigned), and the local log has no other owner.
+    const now = this.now();
+    const foreign = partitions.filter((p) => {
+      const at = this.revokedAt.get(p);
+      return at === undefined || now - at > this.config.handoverDelayMs;
+    });
+    if (
+      foreign.length > 0 &&
+      this.config.handoverDelayMs > 0 &&
+      !(this.consumer instanceof WalConsumer)
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, this.config.handoverDelayMs));
+    }
     for (const partition of partitions) {
       if (this.partitions.has(partition)) continue;
-      const r = await recoverPartition(this.store, partition, this.logger);
+      const r = await recoverPartition(this.store, partition, this.logger, {
+        writer: this.config.instanceId,
+        graceMs: this.config.recoveryGraceMs,
+        now: this.now,
+      });
       this.metrics.manifestsRecovered.inc({ outcome: "complete" }, r.complete);
       this.metrics.manifestsRecovered.inc({ outcome: "rolled_back" }, r.rolledBack);
       let skipMax = -1;
@@ -248,8 +271,19 @@ export class Ingester implements IngesterQuerier {
       p.revoked = true;
       for (const s of p.streams.values()) this.cutHead(p, s, reason);
     }
-    await Promise.all(states.map((p) => this.flushPartition(p)));
+    await Promise.all(
+      states.map(async (p) => {
+        try {
+          await this.flushPartition(p);
+        } catch (error) {
+          // Flushed but not committed (the group moved on, or the consumer is gone): the
+          // next owner replays from the last commit and skips what the manifests cover.
+          this.logger.warn({ partition: p.partition, err: error }, "commit after revoke failed");
+        }
+      }),
+    );
     for (const p of states) {
+      this.revokedAt.set(p.partition, this.now());
       this.partitions.delete(p.partition);
       this.metrics.queueLag.remove({ partition: String(p.partition) });
     }
@@ -263,7 +297,11 @@ export class Ingester implements IngesterQuerier {
     const now = this.now();
     for (const rec of batch.records) {
       if (rec.offset < p.nextOffset) continue; // redelivered after a failed handler
-      if (p.nextOffset < 0 && p.committed < 0) p.committed = rec.offset;
+      if (p.nextOffset < 0 && p.committed < 0) {
+        // The first record after assignment is at the offset the queue really resumed from.
+        p.committed = rec.offset;
+        void this.deleteManifestsBelow(p, rec.offset);
+      }
       p.nextOffset = rec.offset + 1;
       this.metrics.recordsConsumed.inc();
       let record: QueueRecord;
@@ -565,10 +603,22 @@ export class Ingester implements IngesterQuerier {
       p.skip = new Map();
       p.skipMax = -1;
     }
-    const done = p.kept.filter((m) => m.maxOffset < p.committed);
-    if (done.length > 0) {
-      p.kept = p.kept.filter((m) => m.maxOffset >= p.committed);
+    // Not after a revocation: Kafka may hand the partition out again (even back to us) from
+    // the commit before this one, as the new assignment's start offsets can be fetched while
+    // this commit is in flight; its replay then needs the manifests. The next owner deletes
+    // them once it sees where it resumed (deleteManifestsBelow).
+    if (!p.revoked) await this.deleteManifestsBelow(p, p.committed);
+  }
+
+  /** Deletes the partition's manifests wholly below `offset` (nothing at or below them is replayed). */
+  private async deleteManifestsBelow(p: PartitionState, offset: number): Promise<void> {
+    const done = p.kept.filter((m) => m.maxOffset < offset);
+    if (done.length === 0) return;
+    p.kept = p.kept.filter((m) => m.maxOffset >= offset);
+    try {
       await pool(done, this.config.flushWriteConcurrency, (m) => this.store.delete(m.key));
+    } catch (error) {
+      this.logger.warn({ partition: p.partition, err: error }, "manifest deletion failed");
     }
   }
 
