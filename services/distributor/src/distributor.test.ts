@@ -301,6 +301,18 @@ describe("the queue", () => {
     expect(errors?.value).toBe(1);
   });
 
+  it("refuses an invalid tenant ID before anything else", async () => {
+    const s = await setup();
+    const result = await s.distributor.push("../etc", [stream('{a="b"}', entry("x"))]);
+    expect(result).toMatchObject({
+      status: 400,
+      body: "tenant ID '../etc' contains unsupported character '/'",
+    });
+    expect(s.wal.endOffset(0) + s.wal.endOffset(1) + s.wal.endOffset(2) + s.wal.endOffset(3)).toBe(
+      0,
+    );
+  });
+
   it("answers 204 for an empty push and writes nothing", async () => {
     const s = await setup();
     expect((await s.distributor.push("fake", [])).status).toBe(204);

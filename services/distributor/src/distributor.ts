@@ -21,6 +21,7 @@ import {
   REASONS,
   messages,
   structuredMetadataBytes,
+  tenantIdError,
   timeBounds,
   utf8Bytes,
   validateEntry,
@@ -118,10 +119,16 @@ export class Distributor {
   }
 
   /**
-   * Pushes the streams of one request for `tenant` (already validated as a tenant ID). Never
-   * throws for bad data: refusals are in the result; a queue failure answers 503.
+   * Pushes the streams of one request for `tenant`. Never throws for bad data: refusals
+   * (an invalid tenant ID too) are in the result; a queue failure answers 503.
    */
   async push(tenant: string, streams: readonly IncomingStream[]): Promise<PushResult> {
+    // Checked here too, not only by the HTTP layer: the tenant ends up in metrics, records
+    // and, downstream, storage keys.
+    const tenantError = tenantIdError(tenant);
+    if (tenantError !== undefined) {
+      return { status: 400, body: tenantError, acceptedLines: 0, reasons: [] };
+    }
     const limits = this.limits.forTenant(tenant);
     const state = this.state(tenant, limits);
     const nowMs = this.now();
