@@ -1,0 +1,184 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { loadSieveConfig, SieveConfigError, type SieveConfigSources } from "./config.js";
+
+const dir = mkdtempSync(join(tmpdir(), "sieve-config-"));
+function file(text: string): string {
+  const path = join(dir, `${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(path, text);
+  return path;
+}
+
+describe("loadSieveConfig", () => {
+  it("works with nothing: sieve all on 3100 with a WAL and a filesystem store under ./data", () => {
+    const config = loadSieveConfig({ env: {} });
+    expect(config.server).toEqual({ host: "0.0.0.0", port: 3100 });
+    expect(config.dataDir).toBe(resolve("data"));
+    expect(config.storage.backend).toBe("filesystem");
+    expect(config.storage.dir).toBe(resolve("data", "store"));
+    expect(config.queue).toMatchObject({
+      backend: "wal",
+      partitions: 4,
+      walDir: resolve("data", "wal"),
+    });
+  });
+
+  const cases: {
+    name: string;
+    sources: () => SieveConfigSources;
+    check: (c: ReturnType<typeof loadSieveConfig>) => void;
+  }[] = [
+    {
+      name: "the file sets options and leaves component sections to the components",
+      sources: () => ({
+        file: file(
+          "server: { port: 3200 }\ndataDir: /tmp/x\ningester: { chunkTargetBytes: 1024 }\nqueue: { partitions: 8 }\n",
+        ),
+        env: {},
+      }),
+      check: (c) => {
+        expect(c.server.port).toBe(3200);
+        expect(c.storage.dir).toBe("/tmp/x/store");
+        expect(c.queue.partitions).toBe(8);
+      },
+    },
+    {
+      name: "the environment wins over the file",
+      sources: () => ({ file: file("server: { port: 3200 }\n"), env: { SIEVE_PORT: "3300" } }),
+      check: (c) => {
+        expect(c.server.port).toBe(3300);
+      },
+    },
+    {
+      name: "flags win over the environment",
+      sources: () => ({
+        env: { SIEVE_PORT: "3300", SIEVE_DATA_DIR: "/a" },
+        flags: { port: "0", dataDir: "/b" },
+      }),
+      check: (c) => {
+        expect(c.server.port).toBe(0);
+        expect(c.dataDir).toBe("/b");
+        expect(c.queue.walDir).toBe("/b/wal");
+      },
+    },
+    {
+      name: "lists come from YAML sequences or comma-separated variables",
+      sources: () => ({
+        file: file("cluster: { ingesterUrls: [ 'http://a:1', 'http://b:2' ] }\n"),
+        env: { SIEVE_BLOOM_GATEWAY_URLS: "http://g:1, http://g:2" },
+      }),
+      check: (c) => {
+        expect(c.cluster.ingesterUrls).toEqual(["http://a:1", "http://b:2"]);
+        expect(c.cluster.bloomGatewayUrls).toEqual(["http://g:1", "http://g:2"]);
+      },
+    },
+    {
+      name: "S3 and Kafka",
+      sources: () => ({
+        env: {
+          SIEVE_STORAGE_BACKEND: "s3",
+          SIEVE_S3_BUCKET: "logs",
+          SIEVE_S3_FORCE_PATH_STYLE: "true",
+          SIEVE_QUEUE_BACKEND: "kafka",
+          SIEVE_KAFKA_BROKERS: "127.0.0.1:9092",
+        },
+      }),
+      check: (c) => {
+        expect(c.storage).toMatchObject({
+          backend: "s3",
+          s3: { bucket: "logs", forcePathStyle: true },
+        });
+        expect(c.queue.kafka.brokers).toEqual(["127.0.0.1:9092"]);
+      },
+    },
+  ];
+  for (const { name, sources, check } of cases)
+    it(name, () => {
+      check(loadSieveConfig(sources()));
+    });
+
+  const refusals: { name: string; sources: () => SieveConfigSources; code: string; key: string }[] =
+    [
+      {
+        name: "an unknown top-level key",
+        sources: () => ({ file: file("serv: {}\n"), env: {} }),
+        code: "unknown_key",
+        key: "serv",
+      },
+      {
+        name: "an unknown nested key",
+        sources: () => ({ file: file("server: { prot: 1 }\n"), env: {} }),
+        code: "unknown_key",
+        key: "server.prot",
+      },
+      {
+        name: "a port out of range",
+        sources: () => ({ env: { SIEVE_PORT: "70000" } }),
+        code: "invalid_value",
+        key: "SIEVE_PORT",
+      },
+      {
+        name: "a port that is not a number",
+        sources: () => ({ env: {}, flags: { port: "abc" } }),
+        code: "invalid_value",
+        key: "--port",
+      },
+      {
+        name: "zero partitions",
+        sources: () => ({ file: file("queue: { partitions: 0 }\n"), env: {} }),
+        code: "invalid_value",
+        key: "queue.partitions",
+      },
+      {
+        name: "an unknown storage backend",
+        sources: () => ({ env: { SIEVE_STORAGE_BACKEND: "gcs" } }),
+        code: "invalid_value",
+        key: "storage.backend",
+      },
+      {
+        name: "S3 without a bucket",
+        sources: () => ({ env: { SIEVE_STORAGE_BACKEND: "s3" } }),
+        code: "invalid_value",
+        key: "storage.s3.bucket",
+      },
+      {
+        name: "Kafka without brokers",
+        sources: () => ({ env: { SIEVE_QUEUE_BACKEND: "kafka" } }),
+        code: "invalid_value",
+        key: "queue.kafka.brokers",
+      },
+      {
+        name: "a boolean that is not one",
+        sources: () => ({ env: { SIEVE_S3_FORCE_PATH_STYLE: "yes" } }),
+        code: "invalid_value",
+        key: "SIEVE_S3_FORCE_PATH_STYLE",
+      },
+      {
+        name: "a file that is not YAML",
+        sources: () => ({ file: file("server: [\n"), env: {} }),
+        code: "invalid_yaml",
+        key: "",
+      },
+      {
+        name: "a file that is missing",
+        sources: () => ({ file: join(dir, "missing.yaml"), env: {} }),
+        code: "unreadable_file",
+        key: "",
+      },
+    ];
+  for (const { name, sources, code, key } of refusals) {
+    it(`refuses ${name} by name`, () => {
+      let error: unknown;
+      try {
+        loadSieveConfig(sources());
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(SieveConfigError);
+      expect((error as SieveConfigError).code).toBe(code);
+      if (key !== "") expect((error as SieveConfigError).key).toBe(key);
+    });
+  }
+});
