@@ -141,6 +141,37 @@ describe("bloom pruning through the real gateway", () => {
     expect(got.stats.chunksPrunedByBlooms).toBe(want.stats.chunksPrunedByBlooms);
   });
 
+  test("a gateway that fails: every ref kept, the same lines", async () => {
+    const failing: ChunkFilter = {
+      filterChunkRefs: () => Promise.reject(new Error("gateway down")),
+    };
+    const got = await query(await serve(failing), '{service="api"} | trace_id="tr-4-4"');
+    expect(got.lines).toHaveLength(5);
+    expect(got.stats.chunksPrunedByBlooms).toBe(0);
+    expect(got.stats.chunksFetched).toBe(240);
+    expect((got.stats.bloomGateway as Json).failedOpen).toEqual({ gateway_error: 240 });
+  });
+
+  test("metric queries are pruned too, and count as a full scan does", async () => {
+    const q = `sum by (pod) (count_over_time({service="api"} | trace_id="tr-1-7" |= "request" [1h]))`;
+    const params = { query: q, time: String(T0 + 3599n * S) };
+    const ask = async (base: string) => {
+      const res = await fetch(
+        `${base}/loki/api/v1/query?${new URLSearchParams(params).toString()}`,
+      );
+      return (await res.json()) as { data: { result: unknown; stats: { sieve: Json } } };
+    };
+    const pruned = await ask(await serve(gateway()));
+    const scan = await ask(await serve(KEEP_ALL_FILTER));
+    expect(pruned.data.result).toEqual([
+      { metric: { pod: "pod-1" }, value: [Number(T0 / S) + 3599, "5"] },
+    ]);
+    expect(scan.data.result).toEqual(pruned.data.result);
+    expect(pruned.data.stats.sieve.chunksPrunedByBlooms as number).toBeGreaterThanOrEqual(
+      0.95 * 240,
+    );
+  });
+
   test("a query without a bloom test does not ask the gateway", async () => {
     let asked = 0;
     const real = gateway();

@@ -46,6 +46,7 @@ import {
   KEEP_ALL_FILTER,
   NO_INGESTERS,
   type ChunkFilter,
+  type FilterResponse,
   type FilterSeries,
   type IngesterQuerier,
   type QuerierStore,
@@ -509,17 +510,35 @@ export class Querier {
         g.chunks.push(segmentChunk(c));
       }
     }
-    const response = await stats.time("blooms", () =>
-      ctx.race(
-        this.chunkFilter.filterChunkRefs({
-          tenant,
-          from,
-          through,
-          test,
-          series: [...groups.values()],
-        }),
-      ),
-    );
+    let response: FilterResponse;
+    try {
+      response = await stats.time("blooms", () =>
+        ctx.race(
+          this.chunkFilter.filterChunkRefs({
+            tenant,
+            from,
+            through,
+            test,
+            series: [...groups.values()],
+          }),
+        ),
+      );
+    } catch (error) {
+      if (error instanceof QueryError) throw error; // the query's own deadline
+      // Invariant 1: a gateway that fails means "may match", never "no match".
+      stats.bloom = {
+        series: groups.size,
+        seriesSkipped: 0,
+        chunks: inRange,
+        chunksPruned: 0,
+        blocksRead: 0,
+        cacheHits: 0,
+        failedOpen: { gateway_error: inRange },
+      };
+      return matched.flatMap(({ series, labels }) =>
+        series.chunks.map((chunk) => ({ chunk, labels })),
+      );
+    }
     stats.bloom = response.stats;
     const kept = new Set<string>();
     for (const s of response.series) for (const c of s.chunks) kept.add(chunkId(s.fingerprint, c));
@@ -742,14 +761,48 @@ export class Querier {
       line: string;
       structuredMetadata: Readonly<Record<string, string>>;
     };
-    const streams = new Map<string, { labels: Readonly<Record<string, string>>; rows: Row[] }>();
+    interface Kept {
+      labels: Readonly<Record<string, string>>;
+      rows: Row[];
+      /** The line filters every selector of the stream starts with; undefined keeps all. */
+      keep: ((line: string) => boolean) | undefined;
+    }
+    const streams = new Map<string, Kept>();
     const max = ctx.limits.maxMetricQueryEntries;
     let total = 0;
-    const rowsOf = (labels: Readonly<Record<string, string>>): Row[] => {
+    // A line that fails the leading line filters of every selector matching its stream
+    // cannot count in any range aggregation: drop it before holding it in memory. The
+    // evaluation runs the whole pipeline again, so the filters apply as written.
+    const leading = sels.map((s) => {
+      const filters = [];
+      for (const stage of s.pipeline) {
+        if (stage.kind !== "lineFilter") break;
+        filters.push(stage);
+      }
+      return filters.length === 0 ? undefined : compilePipeline(filters).testLine;
+    });
+    const streamOf = (labels: Readonly<Record<string, string>>): Kept => {
       const key = labelsKey(labels);
       let s = streams.get(key);
-      if (s === undefined) streams.set(key, (s = { labels, rows: [] }));
-      return s.rows;
+      if (s === undefined) {
+        const tests: ((line: string) => boolean)[] = [];
+        let all = false;
+        for (let i = 0; i < sels.length; i++) {
+          if (!matchesLabels(sels[i]!.matchers, labels)) continue;
+          const t = leading[i];
+          if (t === undefined) all = true;
+          else tests.push(t);
+        }
+        const keep =
+          all || tests.length === 0
+            ? undefined
+            : tests.length === 1
+              ? tests[0]
+              : (line: string) => tests.some((t) => t(line));
+        s = { labels, rows: [], keep };
+        streams.set(key, s);
+      }
+      return s;
     };
     const count = (): void => {
       if (++total % DEADLINE_CHECK_EVERY === 0) ctx.check();
@@ -766,12 +819,13 @@ export class Querier {
         if (seenIngester.has(s.fingerprint)) continue; // the same stream matched two selectors
         seenIngester.add(s.fingerprint);
         stats.ingesterStreams++;
-        const rows = rowsOf(this.labelsOf(s.labels));
+        const { rows, keep } = streamOf(this.labelsOf(s.labels));
         for (const e of s.entries) {
           if (e.timestamp < from || e.timestamp >= end) continue;
-          count();
           stats.ingesterLines++;
           stats.ingesterBytes += e.line.length;
+          if (keep !== undefined && !keep(e.line)) continue;
+          count();
           rows.push(e);
         }
       }
@@ -783,10 +837,14 @@ export class Querier {
       for (const b of reader.blocks) {
         if (b.maxTs >= from && b.minTs < end) stats.bytesDecompressed += b.rawLength;
       }
-      const rows = rowsOf(p.labels);
+      const { rows, keep } = streamOf(p.labels);
       for (const e of reader.entries({ from, through: end })) {
-        count();
         stats.linesScanned++;
+        if (keep !== undefined && !keep(e.line)) {
+          if (stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();
+          continue;
+        }
+        count();
         rows.push({
           timestamp: e.timestamp,
           line: e.line,
@@ -797,6 +855,7 @@ export class Querier {
     this.metrics?.linesScanned.inc(stats.linesScanned);
     const out: StreamEntries[] = [];
     for (const { labels, rows } of streams.values()) {
+      if (rows.length === 0) continue;
       rows.sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0));
       const kept: Row[] = [];
       let sameTs: Set<string> | undefined;
