@@ -217,7 +217,10 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     await ingester.stop();
     expect(await metric("sieve_ingester_chunks_flushed_total", { reason: "shutdown" })).toBe(1);
     expect(lineCounts(await readStore(store, "t", T0 - 1n)).size).toBe(7);
-    for (let p = 0; p < PARTITIONS; p++) expect(wal.consumer.committed(p)).toBe(wal.endOffset(p));
+    for (let p = 0; p < PARTITIONS; p++) {
+      expect(wal.consumer.committed(p)).toBe(wal.endOffset(p));
+      expect(await store.list(manifestPrefix(p))).toEqual([]);
+    }
   });
 
   it("serves over HTTP: the contract's routes, tenant check, /ready, /metrics, /flush", async () => {

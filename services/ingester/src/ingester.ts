@@ -607,7 +607,9 @@ export class Ingester implements IngesterQuerier {
     // the commit before this one, as the new assignment's start offsets can be fetched while
     // this commit is in flight; its replay then needs the manifests. The next owner deletes
     // them once it sees where it resumed (deleteManifestsBelow).
-    if (!p.revoked) await this.deleteManifestsBelow(p, p.committed);
+    // A graceful stop commits while still a member (the consumer revokes before leaving), so
+    // its commit is where the next owner resumes.
+    if (!p.revoked || this.stopping) await this.deleteManifestsBelow(p, p.committed);
   }
 
   /** Deletes the partition's manifests wholly below `offset` (nothing at or below them is replayed). */
