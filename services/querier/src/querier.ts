@@ -1017,15 +1017,21 @@ export class Querier {
     const ctx = new QueryContext(limits);
     try {
       const out: IndexStats = { streams: 0, chunks: 0, bytes: 0, entries: 0 };
+      const streams = new Set<string>();
       for (const s of await this.readSeries(tenant, start, end, ctx)) {
         if (!matchesLabels(matchers, this.labelsOf(s.labels))) continue;
-        out.streams++;
+        streams.add(s.labels);
         for (const c of s.chunks) {
           out.chunks++;
           out.bytes += c.bytes;
           out.entries += c.entries;
         }
       }
+      // As Loki's, a stream still only in an ingester counts (its head chunks do not: the
+      // ingesters answer series, not sizes).
+      const recent = await ctx.race(this.ingesters.series({ tenant, selector: query, start, end }));
+      for (const s of recent) streams.add(s.labels);
+      out.streams = streams.size;
       return out;
     } finally {
       ctx.close();
