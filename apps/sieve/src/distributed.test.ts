@@ -35,7 +35,8 @@ const TEST_TIMEOUT_MS = 60_000;
 // The haystack: every stream gets LINES lines, each trace id on PER_TRACE consecutive lines
 // of one stream, so a needle lives in one series and one or two of its many small chunks.
 const STREAMS = 50;
-const LINES = 2_000;
+/** 683 traces of 3 lines, in 41 pushes of up to 50 lines (41 is prime: see INGESTER_CONFIG). */
+const LINES = 2_049;
 const PER_TRACE = 3;
 const TOTAL = STREAMS * LINES;
 /**
@@ -49,8 +50,11 @@ const SPACING_MS = 500;
 
 /**
  * Small chunks (bytes): 50 lines compress to about 1.7 KiB, so a head is cut after six or
- * seven pushes and each stream makes six chunks and keeps the rest (its 40 pushes are not
- * a multiple of 6 or 7) in its head until the flush: about 300 chunks in the store.
+ * seven pushes, each stream makes five or six chunks during ingestion (about 300 in the
+ * store), and the rest stays in its head until the flush. A head is cut only after a whole
+ * record, so were the pushes per stream a multiple of the pushes per chunk, every head
+ * would be empty at the end: 41 pushes, a prime, leave a non-empty head whatever the
+ * compression ratio.
  */
 const INGESTER_CONFIG = {
   chunkTargetBytes: 10_000,
