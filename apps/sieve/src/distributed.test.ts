@@ -6,8 +6,9 @@
  * snappy-compressed protobuf, as Loki's clients send it; needle queries through the querier
  * must answer exactly the pushed lines before the flush (the ingesters' heads over HTTP,
  * full chunks already in S3) and after `POST /flush` on both ingesters (S3 only, pruned by
- * the gateway's blooms), and the same as a `sieve all` process (write-ahead log and
- * filesystem store) given the same data. Without KAFKA_BROKERS or S3_ENDPOINT every test
+ * the gateway's blooms), the same as a `sieve all` process (write-ahead log and filesystem
+ * store) given the same data, and the same again with the gateway process stopped (the
+ * querier fails open). Without KAFKA_BROKERS or S3_ENDPOINT every test
  * fails and says how to get the servers: they never skip.
  */
 import { createHash, randomBytes } from "node:crypto";
@@ -603,6 +604,26 @@ describe("distributor, two ingesters on Kafka, bloom gateway and querier as proc
         expect(
           sum(flushed.values(), "chunksPrunedByBlooms") / sum(flushed.values(), "chunksInRange"),
         ).toBeGreaterThanOrEqual(0.95);
+      }),
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
+    "with the gateway process gone, the querier fails open: same lines, nothing pruned",
+    () =>
+      withOutput(async () => {
+        expect(await gateway.stop()).toBe(0);
+        const few = sample.filter((n, i) => i % 10 === 0 || n.expected.length === 0);
+        const answers = await checkNeedles(querier.url, few);
+        for (const needle of few) {
+          const a = answers.get(needle.name)!;
+          expect(a.lines).toEqual(beforeFlush.get(needle.name)!.lines);
+          expect(a.stats.chunksPrunedByBlooms).toBe(0);
+          expect(a.stats.chunksFetched).toBe(a.stats.chunksInRange);
+          const bloom = a.stats.bloomGateway as { failedOpen: Record<string, number> } | null;
+          const failedOpen = Object.values(bloom?.failedOpen ?? {}).reduce((x, y) => x + y, 0);
+          expect(failedOpen, JSON.stringify(bloom)).toBe(a.stats.chunksInRange);
+        }
       }),
     TEST_TIMEOUT_MS,
   );
