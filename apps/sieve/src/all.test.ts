@@ -128,6 +128,13 @@ async function checkEveryEndpoint(from: "ingester" | "store"): Promise<void> {
   const needle = await queryRange('{env="e2e"} | trace_id="trace-7"');
   expect(lines(needle).sort()).toEqual([pinoLine(21), pinoLine(22), pinoLine(23)].sort());
   expect(lines(await queryRange('{env="e2e"} | trace_id="absent"'))).toEqual([]);
+  // With Loki's defaults (limit 100, backward) the oldest trace is past the newest 100 raw
+  // lines: the ingester must filter before it limits, or the needle is lost.
+  const oldest = (await getJson(sieve!.url, "/loki/api/v1/query_range", {
+    query: '{app="pino"} | trace_id="trace-0"',
+    ...window,
+  })) as { data: StreamsData };
+  expect(lines(oldest.data).sort()).toEqual([pinoLine(0), pinoLine(1), pinoLine(2)].sort());
 
   // Pipelines run on the stored lines.
   const errors = await queryRange('{app="pino"} | logfmt | status >= 500');

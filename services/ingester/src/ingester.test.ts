@@ -251,6 +251,18 @@ describe("ingester on a write-ahead log and a file-system store", () => {
         trace_id: "h-trace-0",
         pod: "h-pod",
       });
+      // With the query, the pipeline filters before the limit: the last line is found though
+      // it is not among the first 5 (Loki's ingesters also run the query's pipeline).
+      const needle = await client.query({
+        tenant: "team-a",
+        selector: `{app="api"}`,
+        query: `{app="api"} |= "h line 9 " | pod="h-pod"`,
+        start: T0,
+        end: T0 + 1_000_000_000n,
+        direction: "forward",
+        limit: 5,
+      });
+      expect(needle[0]!.entries.map((e) => e.line)).toEqual([entries(10, "h")[9]!.line]);
       const series = await client.series({ tenant: "team-b", start: T0, end: T0 + 1_000_000_000n });
       expect(series.map((s) => s.labels)).toEqual([`{app="api"}`, `{app="api"}`]);
 

@@ -2,7 +2,7 @@ import { ChunkError } from "@sieve/chunk";
 import type { Entry } from "@sieve/chunk";
 import { SeriesBloomBuilder } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
-import { matchesLabels, parseExpr } from "@sieve/logql";
+import { compilePipeline, matchesLabels, parseExpr } from "@sieve/logql";
 import type { Matcher } from "@sieve/logql";
 import { decodeQueueRecord } from "@sieve/proto";
 import type { QueueRecord } from "@sieve/proto";
@@ -29,6 +29,12 @@ export interface IngesterQueryRequest {
   readonly direction: "forward" | "backward";
   /** Most entries per stream in `direction`; 0 = no limit (bounded by maxEntriesPerQuery). */
   readonly limit: number;
+  /**
+   * The whole log query (`{…} | pipeline`). When present the ingester keeps only the
+   * entries its pipeline keeps before applying `limit`, as Loki's ingesters do; otherwise a
+   * needle beyond the first `limit` raw lines would be lost. Entries are still returned raw.
+   */
+  readonly query?: string;
 }
 
 /** One stream's matching entries, sorted in the request's direction. */
@@ -111,6 +117,31 @@ function toContractEntry(e: Entry): IngesterStream["entries"][number] {
   const md: Record<string, string> = {};
   for (const p of e.structuredMetadata) md[p.name] = p.value;
   return { timestamp: e.timestamp, line: e.line, structuredMetadata: md };
+}
+
+/**
+ * A predicate from a log query's pipeline: whether the pipeline keeps an entry. The
+ * querier runs the pipeline again on what it gets, so only the decision matters here.
+ */
+function compileKeep(
+  query: string,
+): (e: Entry, labels: Readonly<Record<string, string>>) => boolean {
+  let expr;
+  try {
+    expr = parseExpr(query);
+  } catch (error) {
+    throw new IngesterError("invalid_selector", (error as Error).message, { cause: error });
+  }
+  if (expr.kind !== "log") throw new IngesterError("invalid_selector", "not a log query");
+  const pipeline = compilePipeline(expr.pipeline);
+  return (e, labels) => {
+    const structuredMetadata: Record<string, string> = {};
+    for (const p of e.structuredMetadata) structuredMetadata[p.name] = p.value;
+    return (
+      pipeline.process({ timestamp: e.timestamp, line: e.line, labels, structuredMetadata }) !==
+      null
+    );
+  };
 }
 
 function parseSelector(selector: string): Matcher[] {
@@ -671,6 +702,7 @@ export class Ingester implements IngesterQuerier {
 
   private querySync(req: IngesterQueryRequest): IngesterStream[] {
     const matchers = parseSelector(req.selector);
+    const keep = req.query === undefined ? undefined : compileKeep(req.query);
     if (!(Number.isSafeInteger(req.limit) && req.limit >= 0)) {
       throw new IngesterError("invalid_request", `limit ${req.limit}`);
     }
@@ -682,6 +714,8 @@ export class Ingester implements IngesterQuerier {
       // Reading one more than the cap tells "too many" from "exactly the cap".
       limit: req.limit === 0 || req.limit > max ? max + 1 : req.limit,
     };
+    // With a pipeline, every entry in range is read and filtered before the limit.
+    const read: EntryRange = keep === undefined ? range : { ...range, limit: 0 };
     const byKey = new Map<string, { s: StreamState; entries: Entry[] }>();
     let total = 0;
     for (const s of this.tenantStreams(req.tenant)) {
@@ -689,9 +723,10 @@ export class Ingester implements IngesterQuerier {
       let entries: Entry[] = [];
       for (const c of [...s.flushing, ...s.pending]) {
         if (c.encoded.through < req.start || c.encoded.from >= req.end) continue;
-        entries = entries.concat(readEncoded(c.encoded.bytes, range));
+        entries = entries.concat(readEncoded(c.encoded.bytes, read));
       }
-      if (s.head !== undefined) entries = entries.concat(s.head.read(range));
+      if (s.head !== undefined) entries = entries.concat(s.head.read(read));
+      if (keep !== undefined) entries = entries.filter((e) => keep(e, s.labelMap));
       if (entries.length === 0) continue;
       const seen = byKey.get(s.key);
       if (seen !== undefined) seen.entries = seen.entries.concat(entries);

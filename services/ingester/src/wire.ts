@@ -54,6 +54,10 @@ export function parseQueryRequest(body: unknown): IngesterQueryRequest {
   if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0) {
     throw new IngesterError("invalid_request", "limit must be an integer ≥ 0");
   }
+  const query = field(b, "query");
+  if (query !== undefined && (typeof query !== "string" || query.length > 65536)) {
+    throw new IngesterError("invalid_request", "query must be a string");
+  }
   const req = {
     tenant: stringField(b, "tenant", 256),
     selector: stringField(b, "selector", 65536),
@@ -61,6 +65,7 @@ export function parseQueryRequest(body: unknown): IngesterQueryRequest {
     end: bigintField(b, "end"),
     direction,
     limit,
+    ...(query !== undefined && { query }),
   } as const;
   checkRange(req.start, req.end);
   return req;
@@ -92,6 +97,7 @@ export function queryRequestJson(req: IngesterQueryRequest): string {
     end: String(req.end),
     direction: req.direction,
     limit: req.limit,
+    ...(req.query !== undefined && { query: req.query }),
   });
 }
 

@@ -19,6 +19,11 @@ export interface IngesterQueryRequest {
   direction: "forward" | "backward";
   /** Max entries per stream in `direction`; 0 = no limit (metric queries). */
   limit: number;
+  /**
+   * The whole log query (`{…} | pipeline`): the ingester keeps only the entries its
+   * pipeline keeps before applying `limit`, as Loki's ingesters do. Entries come back raw.
+   */
+  query?: string;
 }
 
 /** One stream of an ingester's answer; entries sorted in the request's direction. */

@@ -29,6 +29,7 @@ import {
   matchesLabels,
   parseExpr,
   parseSyntax,
+  printExpr,
   printSelector,
   type BloomTest,
   type Expr,
@@ -632,6 +633,7 @@ export class Querier {
           this.ingesters.query({
             tenant: q.tenant,
             selector: printSelector(expr.matchers),
+            query: printExpr(expr),
             start: q.start,
             end: q.end,
             direction: q.direction,
