@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Registry, collectDefaultMetrics } from "prom-client";
@@ -9,9 +10,11 @@ import {
 } from "@sieve/bloom-gateway";
 import { distributorPlugin, loadConfig as loadDistributorConfig } from "@sieve/distributor";
 import {
+  DEFAULT_CONFIG as DEFAULT_INGESTER_CONFIG,
   IngesterHttpClient,
   createIngester,
   loadConfig as loadIngesterConfig,
+  type IngesterConfig,
 } from "@sieve/ingester";
 import { createQuerier, querierPlugin, loadConfig as loadQuerierConfig } from "@sieve/querier";
 import {
@@ -45,6 +48,18 @@ export interface StartOptions {
   readonly file?: string;
   readonly env?: Readonly<Record<string, string | undefined>>;
   readonly logger: Logger;
+}
+
+/**
+ * A lone ingester names itself after its host, as Loki's do, unless configured: two
+ * ingesters sharing a bucket must not share the name their flush manifests carry.
+ */
+function ingesterConfig(target: Target, config: IngesterConfig): IngesterConfig {
+  if (target === "all" || config.instanceId !== DEFAULT_INGESTER_CONFIG.instanceId) return config;
+  const host = hostname()
+    .replace(/[^A-Za-z0-9_.-]/g, "-")
+    .slice(0, 64);
+  return { ...config, instanceId: host === "" ? config.instanceId : host };
 }
 
 /** Opens the configured object store. */
@@ -127,7 +142,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         });
       }
       ingester = createIngester({
-        config: loadIngesterConfig(sources),
+        config: ingesterConfig(target, loadIngesterConfig(sources)),
         consumer,
         store: store!,
         logger,
