@@ -1,8 +1,9 @@
 import type { AnyFilter } from "@sieve/bloom";
-import { readSeriesBloom } from "@sieve/index";
+import { IndexError, readSeriesBloom } from "@sieve/index";
 import type { BloomBlockStore, BloomRecordLocation } from "@sieve/index";
 import { StorageError, isNotFound } from "@sieve/storage";
 import { LRUCache } from "lru-cache";
+import { BlockRecordError, LoadedBlock } from "./block.js";
 import type { FailOpenReason } from "./reasons.js";
 
 /** Why a bloom could not be loaded; `reason` is the fail-open reason the gateway counts. */
@@ -22,7 +23,7 @@ export class BloomReadError extends Error {
 export type CacheSource =
   /** From memory. */
   | "hit"
-  /** Read from the object store by this call. */
+  /** Read from the object store by this call (its block, or its record on the fallback path). */
   | "miss"
   /** Joined a read another call had started (single flight). */
   | "inflight";
@@ -33,47 +34,101 @@ export interface BloomCacheStats {
   misses: number;
   /** Calls that waited for another call's read instead of reading. */
   inflight: number;
-  /** Bytes held (filter bits plus a fixed overhead an entry). */
+  /** Bytes held (block bytes and filter bits plus a fixed overhead a record). */
   bytes: number;
+  /** Entries held: whole blocks and, from the fallback path, single series' blooms. */
   entries: number;
   /** Entries dropped to stay under the byte budget. */
   evictions: number;
+  /** Block objects read whole from the store. */
+  blockLoads: number;
+  /** Series records read one by one (blocks past `maxBlockBytes`, or damaged ones). */
+  recordReads: number;
 }
+
+/** Why a block is read record by record instead of whole. */
+export type FallbackReason =
+  /** Larger than `maxBlockBytes` (or a quarter of the budget). */
+  | "oversized"
+  /** Its footer or index is damaged, or the object is shorter than it says. */
+  | "damaged";
 
 /** Options of a {@link BloomCache}. */
 export interface BloomCacheOptions {
-  /** Byte budget; the least recently used blooms go first. */
+  /** Byte budget; the least recently used blocks and blooms go first. */
   readonly maxBytes: number;
+  /**
+   * Largest block loaded whole. A larger one, or one over a quarter of `maxBytes` (its
+   * bytes and its decoded filters are both held until every record is decoded), is read
+   * one record per series instead, each record cached alone.
+   */
+  readonly maxBlockBytes: number;
   /** Called after each read from the store, with its duration and outcome. */
   readonly onRead?: (seconds: number, outcome: "ok" | FailOpenReason) => void;
+  /** Called once per block the cache decides to read record by record. */
+  readonly onFallback?: (key: string, reason: FallbackReason, detail: string) => void;
 }
 
-/** Bytes counted for an entry besides its bit arrays: key, filter object, list links. */
+/** Bytes counted for a single-record entry besides its bit arrays: key, filter object, list links. */
 const ENTRY_OVERHEAD_BYTES = 200;
+/** Block keys remembered as read-by-record (blocks never change, so the verdict holds). */
+const FALLBACK_KEYS = 65_536;
+/** The smallest block worth a whole read: header, an empty index and the footer. */
+const MIN_BLOCK_BYTES = 40;
+
+/** A cache entry: a whole block, or one series' bloom read alone on the fallback path. */
+type Entry =
+  | { readonly kind: "block"; readonly block: LoadedBlock }
+  | { readonly kind: "record"; readonly filter: AnyFilter };
+
+/** What loading a block found: the block, or that its series are read record by record. */
+type BlockLoad = LoadedBlock | "records";
+
+function readError(error: unknown): BloomReadError {
+  const reason: FailOpenReason = isNotFound(error)
+    ? "block_not_found"
+    : error instanceof StorageError && error.code === "invalid_range"
+      ? "corrupt_bloom"
+      : "store_error";
+  return new BloomReadError(reason, (error as Error).message, { cause: error });
+}
 
 /**
- * Decoded series blooms, keyed by record (block key, offset, length, fingerprint), in an
- * LRU under a byte budget (`lru-cache` with `maxSize`). Concurrent calls for the same
- * record share one read (single flight) through a map of pending reads kept beside the
- * LRU: `lru-cache`'s own `fetch` stores a pending read as an entry, which a full cache can
- * evict (aborting the read for every waiter) and which then counts no eviction. Failed
- * reads are not cached: the next call tries again.
+ * Bloom blocks in memory, in an LRU (`lru-cache` with `maxSize`) under a byte budget. A
+ * series' bloom is cut from its block: on a miss the whole block object is fetched once
+ * (`head` for its size, one read), its footer and index checked, and each series' filter
+ * decoded on first use (see {@link LoadedBlock}). Concurrent calls for the same block share
+ * one load (single flight) through a map of pending loads kept beside the LRU: `lru-cache`'s
+ * own `fetch` stores a pending load as an entry, which a full cache can evict (aborting it
+ * for every waiter) and which then counts no eviction.
+ *
+ * A block past the size bound, or whose footer or index is damaged, is read as before this
+ * cache held blocks: one range read per series record, each decoded bloom its own entry,
+ * single flight per record; the block's key is remembered so later calls go straight there.
+ * Failed reads are not cached: the next call tries again.
  */
 export class BloomCache {
-  private readonly lru: LRUCache<string, AnyFilter>;
-  private readonly pending = new Map<string, Promise<AnyFilter>>();
+  private readonly lru: LRUCache<string, Entry>;
+  private readonly pending = new Map<string, Promise<BlockLoad>>();
+  private readonly pendingRecords = new Map<string, Promise<AnyFilter>>();
+  private readonly byRecord = new LRUCache<string, FallbackReason>({ max: FALLBACK_KEYS });
+  private readonly blockLimit: number;
   private hits = 0;
   private misses = 0;
   private inflight = 0;
   private evictions = 0;
+  private blockLoads = 0;
+  private recordReads = 0;
 
   constructor(
     private readonly store: BloomBlockStore,
     private readonly options: BloomCacheOptions,
   ) {
-    this.lru = new LRUCache<string, AnyFilter>({
+    this.blockLimit = Math.min(options.maxBlockBytes, Math.floor(options.maxBytes / 4));
+    this.lru = new LRUCache<string, Entry>({
       maxSize: options.maxBytes,
-      sizeCalculation: (filter) => filter.byteLength + ENTRY_OVERHEAD_BYTES,
+      sizeCalculation: (entry) =>
+        entry.kind === "block" ? entry.block.bytes : entry.filter.byteLength + ENTRY_OVERHEAD_BYTES,
       dispose: (_value, _key, reason) => {
         if (reason === "evict") this.evictions++;
       },
@@ -88,28 +143,42 @@ export class BloomCache {
     location: BloomRecordLocation,
     fingerprint: bigint,
   ): Promise<{ filter: AnyFilter; source: CacheSource }> {
-    const key = `${location.key}\n${location.offset}\n${location.length}\n${fingerprint}`;
-    const cached = this.lru.get(key);
-    if (cached !== undefined) {
+    if (this.byRecord.has(location.key)) return this.getRecord(location, fingerprint);
+    const blockKey = `b\n${location.key}`;
+    const cached = this.lru.get(blockKey);
+    if (cached?.kind === "block") {
       this.hits++;
-      return { filter: cached, source: "hit" };
+      return { filter: this.cut(blockKey, cached.block, location, fingerprint), source: "hit" };
     }
-    const running = this.pending.get(key);
-    if (running !== undefined) {
-      this.inflight++;
-      return { filter: await running, source: "inflight" };
+    let load = this.pending.get(location.key);
+    let source: CacheSource = "inflight";
+    if (load === undefined) {
+      source = "miss";
+      load = this.loadBlock(location.key);
+      this.pending.set(location.key, load);
+      void load
+        .then((loaded) => {
+          // A block past the whole budget is answered but not kept (lru-cache refuses it).
+          if (loaded !== "records") this.lru.set(blockKey, { kind: "block", block: loaded });
+        })
+        .catch(() => undefined)
+        .finally(() => this.pending.delete(location.key));
     }
-    this.misses++;
-    const read = this.load(location, fingerprint);
-    this.pending.set(key, read);
+    const count = (): void => {
+      if (source === "miss") this.misses++;
+      else this.inflight++;
+    };
+    let loaded;
     try {
-      const filter = await read;
-      // A record past the whole budget is answered but not kept (lru-cache refuses it).
-      this.lru.set(key, filter);
-      return { filter, source: "miss" };
-    } finally {
-      this.pending.delete(key);
+      loaded = await load;
+    } catch (error) {
+      count();
+      throw error;
     }
+    // On the fallback path the record read is what serves the call, and what is counted.
+    if (loaded === "records") return this.getRecord(location, fingerprint);
+    count();
+    return { filter: this.cut(blockKey, loaded, location, fingerprint), source };
   }
 
   /** The cache's counters now. */
@@ -121,29 +190,117 @@ export class BloomCache {
       bytes: this.lru.calculatedSize,
       entries: this.lru.size,
       evictions: this.evictions,
+      blockLoads: this.blockLoads,
+      recordReads: this.recordReads,
     };
   }
 
-  /** Drops every entry (reads in flight still complete). */
+  /** Drops every entry (loads in flight still complete). */
   clear(): void {
     this.lru.clear();
   }
 
-  private async load(location: BloomRecordLocation, fingerprint: bigint): Promise<AnyFilter> {
+  /** Cuts one series' filter from a held block, and resizes the block's entry when it grew. */
+  private cut(
+    blockKey: string,
+    block: LoadedBlock,
+    location: BloomRecordLocation,
+    fingerprint: bigint,
+  ): AnyFilter {
+    let got;
+    try {
+      got = block.filter(location, fingerprint);
+    } catch (error) {
+      if (!(error instanceof BlockRecordError)) throw error;
+      throw new BloomReadError("corrupt_bloom", error.message, { cause: error });
+    }
+    if (got.decodedNow) {
+      // lru-cache sizes an entry when it is set: set a new holder to count what was decoded,
+      // unless the block has been evicted meanwhile (it is not brought back).
+      const held = this.lru.peek(blockKey);
+      if (held?.kind === "block" && held.block === block)
+        this.lru.set(blockKey, { kind: "block", block });
+    }
+    return got.filter;
+  }
+
+  private async loadBlock(key: string): Promise<BlockLoad> {
+    const started = performance.now();
+    const done = (outcome: "ok" | FailOpenReason) =>
+      this.options.onRead?.((performance.now() - started) / 1000, outcome);
+    const fallBack = (reason: FallbackReason, detail: string): "records" => {
+      this.byRecord.set(key, reason);
+      this.options.onFallback?.(key, reason, detail);
+      return "records";
+    };
+    let bytes: Uint8Array;
+    try {
+      const { size } = await this.store.head(key);
+      if (size > this.blockLimit) {
+        return fallBack("oversized", `${size} bytes, the limit is ${this.blockLimit}`);
+      }
+      if (size < MIN_BLOCK_BYTES) return fallBack("damaged", `a block of ${size} bytes`);
+      bytes = await this.store.getRange(key, 0, size);
+      this.blockLoads++;
+      if (bytes.length !== size) {
+        done("ok");
+        return fallBack("damaged", `read ${bytes.length} of ${size} bytes`);
+      }
+    } catch (error) {
+      const wrapped = readError(error);
+      done(wrapped.reason);
+      throw wrapped;
+    }
+    done("ok");
+    try {
+      return LoadedBlock.open(bytes);
+    } catch (error) {
+      if (!(error instanceof IndexError)) throw error;
+      return fallBack("damaged", error.message);
+    }
+  }
+
+  /** The fallback path: one series' record read alone, cached alone, single flight per record. */
+  private async getRecord(
+    location: BloomRecordLocation,
+    fingerprint: bigint,
+  ): Promise<{ filter: AnyFilter; source: CacheSource }> {
+    const key = `r\n${location.key}\n${location.offset}\n${location.length}\n${fingerprint}`;
+    const cached = this.lru.get(key);
+    if (cached?.kind === "record") {
+      this.hits++;
+      return { filter: cached.filter, source: "hit" };
+    }
+    const running = this.pendingRecords.get(key);
+    if (running !== undefined) {
+      this.inflight++;
+      return { filter: await running, source: "inflight" };
+    }
+    this.misses++;
+    const read = this.loadRecord(location, fingerprint);
+    this.pendingRecords.set(key, read);
+    try {
+      const filter = await read;
+      // A record past the whole budget is answered but not kept (lru-cache refuses it).
+      this.lru.set(key, { kind: "record", filter });
+      return { filter, source: "miss" };
+    } finally {
+      this.pendingRecords.delete(key);
+    }
+  }
+
+  private async loadRecord(location: BloomRecordLocation, fingerprint: bigint): Promise<AnyFilter> {
     const started = performance.now();
     const done = (outcome: "ok" | FailOpenReason) =>
       this.options.onRead?.((performance.now() - started) / 1000, outcome);
     let result;
     try {
+      this.recordReads++;
       result = await readSeriesBloom(this.store, location, fingerprint);
     } catch (error) {
-      const reason: FailOpenReason = isNotFound(error)
-        ? "block_not_found"
-        : error instanceof StorageError && error.code === "invalid_range"
-          ? "corrupt_bloom"
-          : "store_error";
-      done(reason);
-      throw new BloomReadError(reason, (error as Error).message, { cause: error });
+      const wrapped = readError(error);
+      done(wrapped.reason);
+      throw wrapped;
     }
     if (result.status !== "ok") {
       done("corrupt_bloom");

@@ -3,8 +3,13 @@ import { parse as parseYaml } from "yaml";
 
 /** The bloom gateway's configuration. Sizes in bytes, durations in milliseconds. */
 export interface BloomGatewayConfig {
-  /** Byte budget of the in-memory cache of decoded series blooms (LRU). */
+  /** Byte budget of the in-memory cache of bloom blocks (LRU). */
   readonly cacheMaxBytes: number;
+  /**
+   * Largest bloom block loaded and cached whole; a larger one (or one over a quarter of
+   * `cacheMaxBytes`) is read one series record at a time, each record cached alone.
+   */
+  readonly maxBlockBytes: number;
   /** A bloom record larger than this is not read; its series fails open (`oversized_bloom`). */
   readonly maxBloomRecordBytes: number;
   /** Longest wait for one bloom record; past it the series fails open (`timeout`). */
@@ -18,12 +23,14 @@ export interface BloomGatewayConfig {
 }
 
 /**
- * Defaults: a 256 MiB cache; records up to 8 MiB (the ingester drops blooms past 4 MiB of
+ * Defaults: a 256 MiB cache; blocks up to 64 MiB loaded whole (a quarter of the cache);
+ * records up to 8 MiB (the ingester drops blooms past 4 MiB of
  * bits, so a bigger record is damage); 5 s a read; 32 concurrent reads; 64 MiB requests
  * (about 2 M chunk refs); 100,000 series a request.
  */
 export const DEFAULT_CONFIG: BloomGatewayConfig = {
   cacheMaxBytes: 256 * 1024 * 1024,
+  maxBlockBytes: 64 * 1024 * 1024,
   maxBloomRecordBytes: 8 * 1024 * 1024,
   readTimeoutMs: 5_000,
   maxConcurrentReads: 32,

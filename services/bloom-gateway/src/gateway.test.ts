@@ -68,7 +68,8 @@ describe("BloomGateway.filterChunkRefs", () => {
     // fp 1% per token, two tokens a test: a stray survivor or two at most.
     expect(res.stats.chunksPruned).toBeGreaterThanOrEqual(160 - 3);
     expect(res.stats.seriesSkipped).toBeGreaterThanOrEqual(19 - 2);
-    expect(res.stats).toMatchObject({ series: 20, chunks: 160, blocksRead: 20, cacheHits: 0 });
+    // One block read for the 20 series; 19 of them joined that read.
+    expect(res.stats).toMatchObject({ series: 20, chunks: 160, blocksRead: 1, cacheHits: 19 });
     expect(res.stats.failedOpen).toEqual({});
     const again = await g.filterChunkRefs(request('{app="api"} | trace_id="t-7-3-12"', series));
     expect(again).toEqual({ ...res, stats: { ...res.stats, blocksRead: 0, cacheHits: 20 } });
@@ -199,7 +200,11 @@ describe("fail open", () => {
     expect(reads).toBe(0);
   });
 
-  test("a read slower than the timeout", async () => {
+  // Whole blocks (the default) and record by record (blocks past maxBlockBytes).
+  test.each([
+    { path: "whole block", maxBlockBytes: DEFAULT_CONFIG.maxBlockBytes, entries: 1 },
+    { path: "record by record", maxBlockBytes: 1, entries: 2 },
+  ])("a read slower than the timeout ($path)", async ({ maxBlockBytes, entries }) => {
     const series = await block(haystack(2, 3, 4));
     let release = (): void => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
@@ -210,11 +215,11 @@ describe("fail open", () => {
       },
       head: (k) => store.head(k),
     };
-    const g = gateway({ readTimeoutMs: 30 }, slow);
+    const g = gateway({ readTimeoutMs: 30, maxBlockBytes }, slow);
     await expectFailOpen(series, "timeout", g);
     release();
     // The read went on and filled the cache: the next request tests with the blooms.
-    await expect.poll(() => g.cacheStats().entries, { interval: 5 }).toBe(2);
+    await expect.poll(() => g.cacheStats().entries, { interval: 5 }).toBe(entries);
     const res = await g.filterChunkRefs(request(needle, series));
     expect(res.stats).toMatchObject({ failedOpen: {}, cacheHits: 2 });
   });
@@ -231,7 +236,7 @@ describe("fail open", () => {
 });
 
 describe("cache", () => {
-  test("concurrent requests for the same blooms read each record once", async () => {
+  test("record by record: concurrent requests for the same blooms read each record once", async () => {
     const series = await block(haystack(5, 3, 4));
     let reads = 0;
     let release = (): void => undefined;
@@ -244,7 +249,7 @@ describe("cache", () => {
       },
       head: (k) => store.head(k),
     };
-    const g = gateway({}, gated);
+    const g = gateway({ maxBlockBytes: 1 }, gated);
     const pending = Array.from({ length: 8 }, () =>
       g.filterChunkRefs(request('{app="api"} | trace_id="t-1-1-1"', series)),
     );
@@ -261,13 +266,13 @@ describe("cache", () => {
     expect(g.cacheStats()).toMatchObject({ misses: 5, inflight: 35, hits: 0, entries: 5 });
   });
 
-  test("the byte budget evicts the least recently used blooms", async () => {
+  test("record by record: the byte budget evicts the least recently used blooms", async () => {
     const series = await block(haystack(30, 2, 20));
-    const first = gateway();
+    const first = gateway({ maxBlockBytes: 1 });
     await first.filterChunkRefs(request('{app="api"} | trace_id="x"', series));
     const all = first.cacheStats().bytes;
     const budget = Math.floor(all / 3);
-    const g = gateway({ cacheMaxBytes: budget });
+    const g = gateway({ cacheMaxBytes: budget, maxBlockBytes: 1 });
     const res0 = await g.filterChunkRefs(request('{app="api"} | trace_id="x"', series));
     expect(res0.stats).toMatchObject({ blocksRead: 30, failedOpen: {} });
     const stats = g.cacheStats();
@@ -277,6 +282,180 @@ describe("cache", () => {
     // The most recent series are the ones still cached.
     const res = await g.filterChunkRefs(request('{app="api"} | trace_id="x"', series.slice(-3)));
     expect(res.stats.cacheHits).toBe(3);
+  });
+});
+
+/** A store over the test store that counts heads and reads, reads held until `release`. */
+function countingStore(gated = false): {
+  store: BloomBlockStore;
+  heads: () => number;
+  reads: () => number;
+  release: () => void;
+} {
+  let heads = 0;
+  let reads = 0;
+  let release = (): void => undefined;
+  const gate = gated ? new Promise<void>((resolve) => (release = resolve)) : Promise.resolve();
+  return {
+    store: {
+      getRange: async (k, o, l) => {
+        reads++;
+        await gate;
+        return store.getRange(k, o, l);
+      },
+      head: (k) => (heads++, store.head(k)),
+    },
+    heads: () => heads,
+    reads: () => reads,
+    release: () => {
+      release();
+    },
+  };
+}
+
+function keyOf(s: FilterSeries): string {
+  return (s.bloom as { key: string }).key;
+}
+
+describe("whole blocks", () => {
+  test("concurrent requests load each block once", async () => {
+    const series = [
+      ...(await block(haystack(5, 3, 4, "a"))),
+      ...(await block(haystack(5, 3, 4, "b"))),
+      ...(await block(haystack(5, 3, 4, "c"))),
+    ];
+    const counting = countingStore(true);
+    const g = gateway({}, counting.store);
+    const q = '{app=~".+"} | trace_id="t-1-1-1"';
+    const pending = Array.from({ length: 8 }, () => g.filterChunkRefs(request(q, series)));
+    await expect.poll(counting.reads, { interval: 5 }).toBe(3);
+    counting.release();
+    const results = await Promise.all(pending);
+    expect({ heads: counting.heads(), reads: counting.reads() }).toEqual({ heads: 3, reads: 3 });
+    expect(results.reduce((n, r) => n + r.stats.blocksRead, 0)).toBe(3);
+    expect(results.reduce((n, r) => n + r.stats.cacheHits, 0)).toBe(8 * 15 - 3);
+    expect(g.cacheStats()).toMatchObject({
+      misses: 3,
+      inflight: 8 * 15 - 3,
+      hits: 0,
+      entries: 3,
+      blockLoads: 3,
+      recordReads: 0,
+    });
+    // The same answer as reading each record alone.
+    const alone = await gateway({ maxBlockBytes: 1 }).filterChunkRefs(request(q, series));
+    for (const r of results) expect(r.series).toEqual(alone.series);
+    expect(results[0]!.stats.failedOpen).toEqual({});
+  });
+
+  test("the byte budget evicts the least recently used whole blocks", async () => {
+    const blocks = await Promise.all(
+      Array.from({ length: 8 }, (_, b) => block(haystack(10, 2, 20, `app-${b}`))),
+    );
+    const sizes = await Promise.all(
+      blocks.map(async (bs) => (await store.head(keyOf(bs[0]!))).size),
+    );
+    // Loaded whole (a block at most a quarter of the budget), but not all 8 fit.
+    const budget = 4 * Math.max(...sizes);
+    const g = gateway({ cacheMaxBytes: budget });
+    const q = (b: number): FilterRequest => request(`{app="app-${b}"} | trace_id="x"`, blocks[b]!);
+    const first: Awaited<ReturnType<BloomGateway["filterChunkRefs"]>>[] = [];
+    for (let b = 0; b < 8; b++) {
+      const res = await g.filterChunkRefs(q(b));
+      expect(res.stats).toMatchObject({ blocksRead: 1, cacheHits: 9, failedOpen: {} });
+      expect(g.cacheStats().bytes).toBeLessThanOrEqual(budget);
+      first.push(res);
+    }
+    const stats = g.cacheStats();
+    expect(stats).toMatchObject({ blockLoads: 8, recordReads: 0 });
+    expect(stats.evictions).toBeGreaterThan(0);
+    expect(stats.entries + stats.evictions).toBe(8);
+    // The most recent block is still held; the first was evicted and is loaded again.
+    const last = await g.filterChunkRefs(q(7));
+    expect(last.stats).toMatchObject({ blocksRead: 0, cacheHits: 10 });
+    expect(last.series).toEqual(first[7]!.series);
+    const again = await g.filterChunkRefs(q(0));
+    expect(again.stats).toMatchObject({ blocksRead: 1, cacheHits: 9 });
+    expect(again.series).toEqual(first[0]!.series);
+    expect(g.cacheStats().bytes).toBeLessThanOrEqual(budget);
+  });
+
+  test("a block past maxBlockBytes, or a quarter of the budget, is read record by record", async () => {
+    const series = await block(haystack(6, 3, 4));
+    const size = (await store.head(keyOf(series[0]!))).size;
+    const q = request('{app="api"} | trace_id="t-2-1-3"', series);
+    const whole = await gateway().filterChunkRefs(q);
+    for (const overrides of [{ maxBlockBytes: size - 1 }, { cacheMaxBytes: 4 * size - 4 }]) {
+      const counting = countingStore();
+      const g = gateway(overrides, counting.store);
+      const res = await g.filterChunkRefs(q);
+      expect(res.series).toEqual(whole.series);
+      expect(res.stats).toEqual({ ...whole.stats, blocksRead: 6, cacheHits: 0 });
+      expect(g.cacheStats()).toMatchObject({ blockLoads: 0, recordReads: 6, entries: 6 });
+      expect({ heads: counting.heads(), reads: counting.reads() }).toEqual({ heads: 1, reads: 6 });
+      // The verdict is remembered: no second head, the records come from memory.
+      const warm = await g.filterChunkRefs(request('{app="api"} | trace_id="zz"', series));
+      expect(warm.stats).toMatchObject({ blocksRead: 0, cacheHits: 6, failedOpen: {} });
+      expect({ heads: counting.heads(), reads: counting.reads() }).toEqual({ heads: 1, reads: 6 });
+    }
+    // At the limit exactly, the block is loaded whole.
+    const counting = countingStore();
+    const g = gateway({ maxBlockBytes: size, cacheMaxBytes: 4 * size }, counting.store);
+    expect((await g.filterChunkRefs(q)).stats).toMatchObject({ blocksRead: 1, cacheHits: 5 });
+    expect(counting.reads()).toBe(1);
+  });
+
+  test("one damaged record in a cached block fails open for its series only", async () => {
+    const series = await block(haystack(4, 3, 4));
+    const loc = series[1]!.bloom as { key: string; offset: number; length: number };
+    const path = join(dir, loc.key);
+    const bytes = await readFile(path);
+    bytes[loc.offset + loc.length - 7]! ^= 0x5a; // inside series 1's filter: its CRC fails
+    await writeFile(path, bytes);
+    const counting = countingStore();
+    const g = gateway({}, counting.store);
+    for (const [i, needle] of ["t-2-1-3", "t-1-0-0"].entries()) {
+      const res = await g.filterChunkRefs(request(`{app="api"} | trace_id="${needle}"`, series));
+      // Series 1 is kept untested; the three others are tested and mostly pruned.
+      expect(res.stats.failedOpen).toEqual({ corrupt_bloom: 3 });
+      expect(res.stats).toMatchObject({ blocksRead: i === 0 ? 1 : 0 });
+      const kept = keptChunks(res);
+      for (const c of series[1]!.chunks)
+        expect(kept.has(`${series[1]!.fingerprint}/${c.from}`)).toBe(true);
+      if (i === 0) {
+        expect(kept.has(`${series[2]!.fingerprint}/${series[2]!.chunks[1]!.from}`)).toBe(true);
+      }
+      expect(res.stats.chunksPruned).toBeGreaterThanOrEqual(9 - 2);
+    }
+    // The block was read once: the damage is remembered with it, not re-read.
+    expect(counting.reads()).toBe(1);
+    expect(g.cacheStats()).toMatchObject({ blockLoads: 1, recordReads: 0, entries: 1 });
+  });
+
+  test("a damaged index falls back to record reads, which still prune", async () => {
+    const series = await block(haystack(4, 3, 4));
+    const key = keyOf(series[0]!);
+    const path = join(dir, key);
+    const bytes = await readFile(path);
+    const indexStart = Math.max(
+      ...series.map((s) => {
+        const b = s.bloom as { offset: number; length: number };
+        return b.offset + b.length;
+      }),
+    );
+    bytes[indexStart + 5]! ^= 0x01; // inside the index: its CRC fails
+    await writeFile(path, bytes);
+    const counting = countingStore();
+    const g = gateway({}, counting.store);
+    const res = await g.filterChunkRefs(request('{app="api"} | trace_id="t-3-2-1"', series));
+    expect(res.stats.failedOpen).toEqual({});
+    expect(keptChunks(res).has(`${series[3]!.fingerprint}/${series[3]!.chunks[2]!.from}`)).toBe(
+      true,
+    );
+    expect(res.stats.chunksPruned).toBeGreaterThanOrEqual(12 - 3);
+    // One whole read that did not check out, then one read per record.
+    expect(g.cacheStats()).toMatchObject({ blockLoads: 1, recordReads: 4, entries: 4 });
+    expect(counting.reads()).toBe(5);
   });
 });
 

@@ -44,9 +44,12 @@ export interface FilterStats {
   chunks: number;
   /** Chunks pruned, by their series' test or their own. */
   chunksPruned: number;
-  /** Bloom records read from the object store. */
+  /**
+   * Bloom block objects read whole from the object store (one for every series of the
+   * block), plus series records read one by one for blocks past `maxBlockBytes`.
+   */
   blocksRead: number;
-  /** Bloom records served from memory or from another request's read. */
+  /** Series whose bloom came from memory or from another request's read. */
   cacheHits: number;
   /** Fail-open reason → chunks kept untested because of it. */
   failedOpen: Record<string, number>;
@@ -185,7 +188,7 @@ function labelsRecord(labels: string): Record<string, string> {
  * oversized record, a slow read, an error) keeps the series' refs: never a false negative.
  */
 export class BloomGateway implements ChunkFilter {
-  /** The decoded-bloom cache (exposed for stats and tests). */
+  /** The bloom-block cache (exposed for stats and tests). */
   readonly cache: BloomCache;
   private readonly metrics: BloomGatewayMetrics;
 
@@ -197,8 +200,12 @@ export class BloomGateway implements ChunkFilter {
   ) {
     this.cache = new BloomCache(store, {
       maxBytes: config.cacheMaxBytes,
+      maxBlockBytes: config.maxBlockBytes,
       onRead: (seconds, outcome) => {
         this.metrics.storeReadDuration.observe({ outcome }, seconds);
+      },
+      onFallback: (key, reason, detail) => {
+        this.logger.warn({ key, reason, detail }, "reading a bloom block record by record");
       },
     });
     this.metrics = new BloomGatewayMetrics(registry, () => this.cache.stats());

@@ -23,7 +23,7 @@ export {
 } from "./http.js";
 export type { BloomGatewayHttpDeps } from "./http.js";
 export { BloomCache, BloomReadError } from "./cache.js";
-export type { BloomCacheStats, BloomCacheOptions, CacheSource } from "./cache.js";
+export type { BloomCacheStats, BloomCacheOptions, CacheSource, FallbackReason } from "./cache.js";
 export { loadConfig, DEFAULT_CONFIG, ConfigError, CONFIG_ERRORS, ENV_PREFIX } from "./config.js";
 export type { BloomGatewayConfig, ConfigSources, ConfigErrorCode } from "./config.js";
 export { BloomGatewayMetrics } from "./metrics.js";

@@ -20,7 +20,7 @@ export class BloomGatewayMetrics {
   readonly failedOpenChunks: Counter<"reason">;
   /** Bloom lookups, by how the cache served them: `hit`, `miss`, `inflight`. */
   readonly cacheRequests: Counter<"result">;
-  /** Reads of bloom records from the object store, by outcome (`ok` or a reason). */
+  /** Reads of bloom blocks (or single records) from the object store, by outcome. */
   readonly storeReadDuration: Histogram<"outcome">;
 
   constructor(registry: Registry, cacheStats: () => BloomCacheStats) {
@@ -79,7 +79,7 @@ export class BloomGatewayMetrics {
     });
     new Gauge({
       name: "sieve_bloom_gateway_cache_entries",
-      help: "Series blooms held by the bloom cache.",
+      help: "Bloom blocks and single series blooms held by the bloom cache.",
       registers,
       collect() {
         this.set(cacheStats().entries);
@@ -87,7 +87,7 @@ export class BloomGatewayMetrics {
     });
     new Counter({
       name: "sieve_bloom_gateway_cache_evictions_total",
-      help: "Blooms evicted to stay under the cache's byte budget.",
+      help: "Blocks and blooms evicted to stay under the cache's byte budget.",
       registers,
       collect() {
         this.reset();
