@@ -2,8 +2,9 @@
  * `pnpm bench:gateway`: a needle query (`| trace_id="…"`) over 500 series × 20 chunks
  * (blooms built by the ingester's builder, in bloom blocks of 50 series on the file-system
  * store), filtered by the gateway in process with a cold cache (a new gateway a query: every
- * record read and decoded) and a warm one (every bloom in memory), and through the HTTP
- * client to one gateway on loopback (warm). Series/s and chunks/s are medians over runs;
+ * block read whole and every record decoded), cold again with blocks read record by record
+ * (`maxBlockBytes: 1`, the path of blocks past the limit), with a warm cache (every bloom in
+ * memory), and through the HTTP client to one gateway on loopback (warm). Series/s and chunks/s are medians over runs;
  * every run goes to bench/results/gateway-<time>.json.
  *
  *   pnpm bench:gateway [--series 500] [--chunks 20] [--lines 50] [--runs 7] [--queries 20]
@@ -130,6 +131,13 @@ for (let run = 0; run < RUNS; run++) {
       Math.max(2, Math.floor(QUERIES / 4)),
     ),
   );
+  all.push(
+    await timeQueries(
+      "in process, cold cache, record by record",
+      () => new BloomGateway({ ...config, maxBlockBytes: 1 }, store, logger, new Registry()),
+      Math.max(2, Math.floor(QUERIES / 4)),
+    ),
+  );
   all.push(await timeQueries("in process, warm cache", () => warm, QUERIES));
   all.push(await timeQueries("HTTP client → 1 gateway, warm", () => client, QUERIES));
 }
@@ -159,7 +167,7 @@ for (const r of rows) {
   );
 }
 const cold = rows[0]!.msPerQuery;
-const warmMs = rows[1]!.msPerQuery;
+const warmMs = rows.find((r) => r.mode === "in process, warm cache")!.msPerQuery;
 console.log(
   `\nwarm/cold speed-up: ${(cold / warmMs).toFixed(1)}×; cache ${warm.cacheStats().bytes} bytes`,
 );
