@@ -1,22 +1,9 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { configFiles, thrown } from "@sieve/config/testing";
+import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_CONFIG, loadConfig } from "./config.js";
 
-let dir = "";
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "sieve-config-"));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-
-async function file(text: string): Promise<string> {
-  const path = join(dir, `${Math.random().toString(36).slice(2)}.yaml`);
-  await writeFile(path, text);
-  return path;
-}
+const files = configFiles();
+afterAll(files.remove);
 
 describe("loadConfig", () => {
   it("works with no file and no environment: Loki's defaults", () => {
@@ -28,8 +15,8 @@ describe("loadConfig", () => {
     expect(config.authEnabled).toBe(false);
   });
 
-  it("reads the distributor section of a YAML file, then environment overrides", async () => {
-    const path = await file(`
+  it("reads the distributor section of a YAML file, then environment overrides", () => {
+    const path = files.write(`
 distributor:
   authEnabled: true
   maxBodyBytes: 1000
@@ -111,21 +98,16 @@ querier: { ignored: true }
       "out_of_range",
       "SIEVE_DISTRIBUTOR_LIMITS_MAX_LINE_BYTES",
     ],
-  ])("refuses %s with a named error", async (_name, yaml, env, code, key) => {
-    const path = yaml === undefined ? undefined : await file(yaml);
-    let caught: unknown;
-    try {
-      loadConfig({ ...(path !== undefined && { file: path }), env });
-    } catch (error) {
-      caught = error;
-    }
+  ])("refuses %s with a named error", (_name, yaml, env, code, key) => {
+    const path = yaml === undefined ? undefined : files.write(yaml);
+    const caught = thrown(() => loadConfig({ ...(path !== undefined && { file: path }), env }));
     expect(caught).toBeInstanceOf(ConfigError);
     expect((caught as ConfigError).code).toBe(code);
     if (key !== "") expect((caught as ConfigError).key).toBe(key);
   });
 
   it("names a missing file", () => {
-    expect(() => loadConfig({ file: join(dir, "absent.yaml"), env: {} })).toThrow(
+    expect(() => loadConfig({ file: files.path("absent.yaml"), env: {} })).toThrow(
       /cannot read the configuration file/,
     );
   });
