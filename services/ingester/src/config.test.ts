@@ -1,23 +1,10 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { configFiles, thrown } from "@sieve/config/testing";
+import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_CONFIG, loadConfig, tenantBlooms } from "./config.js";
 import type { ConfigErrorCode } from "./config.js";
 
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "sieve-ingester-config-"));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-
-async function file(text: string): Promise<string> {
-  const path = join(dir, `${Math.random().toString(36).slice(2)}.yaml`);
-  await writeFile(path, text);
-  return path;
-}
+const files = configFiles("sieve-ingester-config-");
+afterAll(files.remove);
 
 describe("ingester config", () => {
   it("defaults: Loki's chunk target, idle and age", () => {
@@ -28,8 +15,8 @@ describe("ingester config", () => {
     expect(c.chunkMaxAgeMs).toBe(7_200_000);
   });
 
-  it("file, then values, then environment", async () => {
-    const path = await file(
+  it("file, then values, then environment", () => {
+    const path = files.write(
       [
         "ingester:",
         "  chunkTargetBytes: 2000000",
@@ -143,25 +130,22 @@ describe("ingester config", () => {
       "chunkMaxAgeMs",
     ],
   ];
-  it.each(refusals)("refuses %s", async (_name, input, code, key) => {
-    const path = input.text === undefined ? undefined : await file(input.text);
-    let error: unknown;
-    try {
+  it.each(refusals)("refuses %s", (_name, input, code, key) => {
+    const path = input.text === undefined ? undefined : files.write(input.text);
+    const error = thrown(() =>
       loadConfig({
         ...(path !== undefined && { file: path }),
         env: input.env ?? {},
         ...(input.values && { values: input.values }),
-      });
-    } catch (e) {
-      error = e;
-    }
+      }),
+    );
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).code).toBe(code);
     if (key !== "") expect((error as ConfigError).key).toBe(key);
   });
 
   it("an unreadable file is named", () => {
-    expect(() => loadConfig({ file: join(dir, "missing.yaml"), env: {} })).toThrow(
+    expect(() => loadConfig({ file: files.path("missing.yaml"), env: {} })).toThrow(
       expect.objectContaining({ code: "unreadable_file" }) as Error,
     );
   });

@@ -1,5 +1,12 @@
-import { readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
+import {
+  checkRange,
+  ConfigError,
+  defineSchema,
+  forTenant,
+  loadSection,
+  tenantViews,
+} from "@sieve/config";
+import type { Env } from "@sieve/config";
 
 /** Per-tenant bloom options; `overrides` may change them for one tenant. */
 export interface TenantBloomConfig {
@@ -77,38 +84,16 @@ export const DEFAULT_CONFIG: IngesterConfig = {
   overrides: {},
 };
 
-/** Every way configuration can be refused. */
-export const CONFIG_ERRORS = {
-  unreadable_file: "cannot read the configuration file",
-  invalid_yaml: "the configuration file is not valid YAML",
-  unknown_key: "unknown configuration key",
-  invalid_type: "configuration value has the wrong type",
-  out_of_range: "configuration value is out of range",
-  invalid_tenant: "invalid tenant ID in overrides",
-} as const;
-
-/** A code of {@link CONFIG_ERRORS}. */
-export type ConfigErrorCode = keyof typeof CONFIG_ERRORS;
-
-/** A configuration error; `key` is the dotted path of the offending option. */
-export class ConfigError extends Error {
-  override readonly name = "ConfigError";
-
-  constructor(
-    readonly code: ConfigErrorCode,
-    readonly key: string,
-    detail: string,
-  ) {
-    super(`${CONFIG_ERRORS[code]}: ${key}: ${detail}`);
-  }
-}
+// The shared configuration errors: re-exported so importers of this package keep working.
+export { CONFIG_ERRORS, ConfigError } from "@sieve/config";
+export type { ConfigErrorCode } from "@sieve/config";
 
 /** Where configuration comes from: a YAML file (optional) and the environment. */
 export interface ConfigSources {
   /** Path of a YAML file; its `ingester` section is read. */
   readonly file?: string;
   /** Environment variables (default `process.env`); see {@link ENV_PREFIX}. */
-  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly env?: Env;
   /** Applied after the file and before the environment (e.g. command-line flags). */
   readonly values?: Readonly<Record<string, unknown>>;
 }
@@ -144,62 +129,17 @@ const INSTANCE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Loki's tenant ID rule (at most 150 bytes, no `/`, not `.` or `..`), kept to safe characters. */
 const TENANT_ID = /^[A-Za-z0-9!\-_.*'()]{1,150}$/;
 
-function snake(key: string): string {
-  return key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase();
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function coerce(path: string, expected: unknown, raw: unknown, fromEnv: boolean): unknown {
-  if (typeof expected === "boolean") {
-    if (typeof raw === "boolean") return raw;
-    if (fromEnv && (raw === "true" || raw === "false")) return raw === "true";
-    throw new ConfigError(
-      "invalid_type",
-      path,
-      `expected true or false, got ${JSON.stringify(raw)}`,
-    );
-  }
-  if (typeof expected === "string") {
-    if (typeof raw === "string") return raw;
-    throw new ConfigError("invalid_type", path, `expected a string, got ${JSON.stringify(raw)}`);
-  }
-  let n: unknown = raw;
-  if (fromEnv && typeof raw === "string" && raw.trim() !== "") n = Number(raw);
-  if (typeof n !== "number" || !Number.isFinite(n)) {
-    throw new ConfigError("invalid_type", path, `expected a number, got ${JSON.stringify(raw)}`);
-  }
-  if (!Number.isSafeInteger(n)) {
-    throw new ConfigError("out_of_range", path, `expected an integer, got ${n}`);
-  }
-  return n;
-}
-
-function readBlooms(path: string, raw: unknown): Partial<TenantBloomConfig> {
-  if (!isObject(raw)) throw new ConfigError("invalid_type", path, "expected a mapping");
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(raw)) {
-    if (!Object.hasOwn(DEFAULT_CONFIG.blooms, key)) {
-      throw new ConfigError(
-        "unknown_key",
-        `${path}.${key}`,
-        `known: ${Object.keys(DEFAULT_CONFIG.blooms).join(", ")}`,
-      );
-    }
-    out[key] = coerce(
-      `${path}.${key}`,
-      DEFAULT_CONFIG.blooms[key as keyof TenantBloomConfig],
-      value,
-      false,
-    );
-  }
-  // coerce checked each value against the default's type.
-  return out;
-}
-
-const SCALARS = Object.keys(DEFAULT_CONFIG).filter((k) => k !== "blooms" && k !== "overrides");
+/** Numbers are checked against {@link RANGES} after every source, so none has a minimum when read. */
+const SCHEMA = defineSchema({
+  section: "ingester",
+  envPrefix: ENV_PREFIX,
+  defaults: DEFAULT_CONFIG,
+  group: "blooms",
+  tenantError: (tenant) =>
+    TENANT_ID.test(tenant) && tenant !== "." && tenant !== ".."
+      ? undefined
+      : "not a valid tenant ID",
+});
 
 /**
  * Reads the configuration: defaults, then the file's `ingester` section, then `values`,
@@ -207,78 +147,13 @@ const SCALARS = Object.keys(DEFAULT_CONFIG).filter((k) => k !== "blooms" && k !=
  * option.
  */
 export function loadConfig(sources: ConfigSources = {}): IngesterConfig {
-  const env = sources.env ?? process.env;
-  let section: Record<string, unknown> = {};
-  if (sources.file !== undefined) {
-    let text: string;
-    try {
-      text = readFileSync(sources.file, "utf8");
-    } catch (error) {
-      throw new ConfigError("unreadable_file", sources.file, (error as Error).message);
-    }
-    let doc: unknown;
-    try {
-      doc = parseYaml(text);
-    } catch (error) {
-      throw new ConfigError("invalid_yaml", sources.file, (error as Error).message);
-    }
-    if (doc != null) {
-      if (!isObject(doc)) throw new ConfigError("invalid_type", "(root)", "expected a mapping");
-      const d = doc.ingester;
-      if (d != null) {
-        if (!isObject(d)) throw new ConfigError("invalid_type", "ingester", "expected a mapping");
-        section = d;
-      }
-    }
-  }
-  const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
-  const apply = (prefix: string, values: Record<string, unknown>): void => {
-    for (const [key, value] of Object.entries(values)) {
-      const path = `${prefix}${key}`;
-      if (key === "blooms") {
-        config.blooms = { ...(config.blooms as TenantBloomConfig), ...readBlooms(path, value) };
-      } else if (key === "overrides") {
-        if (!isObject(value)) throw new ConfigError("invalid_type", path, "expected a mapping");
-        const overrides: Record<string, Partial<TenantBloomConfig>> = {};
-        for (const [tenant, o] of Object.entries(value)) {
-          if (!TENANT_ID.test(tenant) || tenant === "." || tenant === "..") {
-            throw new ConfigError("invalid_tenant", `${path}.${tenant}`, "not a valid tenant ID");
-          }
-          overrides[tenant] = readBlooms(`${path}.${tenant}`, o);
-        }
-        config.overrides = overrides;
-      } else if (SCALARS.includes(key)) {
-        config[key] = coerce(path, DEFAULT_CONFIG[key as keyof IngesterConfig], value, false);
-      } else {
-        throw new ConfigError(
-          "unknown_key",
-          path,
-          `known: ${[...SCALARS, "blooms", "overrides"].join(", ")}`,
-        );
-      }
-    }
-  };
-  apply("ingester.", section);
-  if (sources.values !== undefined) apply("", sources.values);
-  for (const key of SCALARS) {
-    const name = ENV_PREFIX + snake(key);
-    const raw = env[name];
-    if (raw !== undefined) {
-      config[key] = coerce(name, DEFAULT_CONFIG[key as keyof IngesterConfig], raw, true);
-    }
-  }
-  const blooms: Record<string, unknown> = { ...(config.blooms as TenantBloomConfig) };
-  for (const key of Object.keys(DEFAULT_CONFIG.blooms)) {
-    const name = `${ENV_PREFIX}BLOOMS_${snake(key)}`;
-    const raw = env[name];
-    if (raw !== undefined) {
-      blooms[key] = coerce(name, DEFAULT_CONFIG.blooms[key as keyof TenantBloomConfig], raw, true);
-    }
-  }
-  config.blooms = blooms;
-  const result = config as unknown as IngesterConfig;
-  validateConfig(result);
-  return result;
+  const config = loadSection(SCHEMA, {
+    ...(sources.file !== undefined && { file: sources.file }),
+    ...(sources.values !== undefined && { values: sources.values }),
+    env: sources.env ?? process.env,
+  });
+  validateConfig(config);
+  return config;
 }
 
 /** Checks ranges and relations; throws a {@link ConfigError} naming the first bad option. */
@@ -292,22 +167,13 @@ export function validateConfig(config: IngesterConfig): void {
   }
   const check = (path: string, key: string, n: number): void => {
     const range = RANGES[key];
-    if (range !== undefined && !(n >= range[0] && n <= range[1])) {
-      throw new ConfigError("out_of_range", path, `must be ${range[0]}..${range[1]}, got ${n}`);
-    }
+    if (range !== undefined) checkRange(path, n, range[0], range[1]);
   };
-  for (const key of SCALARS) {
+  for (const key of SCHEMA.scalars) {
     const value = config[key as keyof IngesterConfig];
     if (typeof value === "number") check(key, key, value);
   }
-  const all: [string, TenantBloomConfig][] = [
-    ["blooms", config.blooms],
-    ...Object.entries(config.overrides).map(([t, o]): [string, TenantBloomConfig] => [
-      `overrides.${t}`,
-      { ...config.blooms, ...o },
-    ]),
-  ];
-  for (const [path, b] of all) {
+  for (const [path, b] of tenantViews("blooms", config.blooms, config.overrides)) {
     check(`${path}.ngramLength`, "ngramLength", b.ngramLength);
     check(`${path}.ngramSkip`, "ngramSkip", b.ngramSkip);
   }
@@ -322,6 +188,5 @@ export function validateConfig(config: IngesterConfig): void {
 
 /** The bloom options of `tenant`: the defaults with the tenant's overrides. */
 export function tenantBlooms(config: IngesterConfig, tenant: string): TenantBloomConfig {
-  const o = config.overrides[tenant];
-  return o === undefined ? config.blooms : { ...config.blooms, ...o };
+  return forTenant(config.blooms, config.overrides, tenant);
 }
