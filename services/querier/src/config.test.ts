@@ -1,7 +1,5 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { configFiles, thrown } from "@sieve/config/testing";
+import { afterAll, describe, expect, test } from "vitest";
 import {
   ConfigError,
   DEFAULT_CONFIG,
@@ -10,27 +8,16 @@ import {
   loadConfig,
 } from "./config.js";
 
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "sieve-querier-config-"));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-
-async function file(text: string): Promise<string> {
-  const path = join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
-  await writeFile(path, text);
-  return path;
-}
+const files = configFiles("sieve-querier-config-");
+afterAll(files.remove);
 
 describe("loadConfig", () => {
   test("defaults with no file and no environment", () => {
     expect(loadConfig({ env: {} })).toEqual(DEFAULT_CONFIG);
   });
 
-  test("file, then environment; overrides per tenant", async () => {
-    const path = await file(
+  test("file, then environment; overrides per tenant", () => {
+    const path = files.write(
       [
         "querier:",
         "  authEnabled: true",
@@ -80,21 +67,16 @@ describe("loadConfig", () => {
       "SIEVE_QUERIER_LIMITS_MAX_CHUNKS_PER_QUERY",
     ],
   ];
-  test.each(refusals)("%j %j → %s at %s", async (text, env, code, key) => {
-    const path = await file(text);
-    let error: unknown;
-    try {
-      loadConfig({ file: path, env });
-    } catch (e) {
-      error = e;
-    }
+  test.each(refusals)("%j %j → %s at %s", (text, env, code, key) => {
+    const path = files.write(text);
+    const error = thrown(() => loadConfig({ file: path, env }));
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).code).toBe(code);
     if (key !== "") expect((error as ConfigError).key).toBe(key);
   });
 
   test("a missing file is named", () => {
-    expect(() => loadConfig({ file: join(dir, "nope.yaml"), env: {} })).toThrow(
+    expect(() => loadConfig({ file: files.path("nope.yaml"), env: {} })).toThrow(
       /cannot read the configuration file/,
     );
   });

@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
+import { checkRange, defineSchema, forTenant, loadSection } from "@sieve/config";
+import type { Env } from "@sieve/config";
 
 /**
  * Per-tenant query limits, Loki's where Loki has one (`limits_config`). Durations in
@@ -56,36 +56,15 @@ export const DEFAULT_CONFIG: QuerierConfig = {
   overrides: {},
 };
 
-/** Every way configuration can be refused. */
-export const CONFIG_ERRORS = {
-  unreadable_file: "cannot read the configuration file",
-  invalid_yaml: "the configuration file is not valid YAML",
-  unknown_key: "unknown configuration key",
-  invalid_type: "configuration value has the wrong type",
-  out_of_range: "configuration value is out of range",
-} as const;
-
-/** A code of {@link CONFIG_ERRORS}. */
-export type ConfigErrorCode = keyof typeof CONFIG_ERRORS;
-
-/** A configuration error; `key` is the dotted path of the offending option. */
-export class ConfigError extends Error {
-  override readonly name = "ConfigError";
-
-  constructor(
-    readonly code: ConfigErrorCode,
-    readonly key: string,
-    detail: string,
-  ) {
-    super(`${CONFIG_ERRORS[code]}: ${key}: ${detail}`);
-  }
-}
+// The shared configuration errors: re-exported so importers of this package keep working.
+export { CONFIG_ERRORS, ConfigError } from "@sieve/config";
+export type { ConfigErrorCode } from "@sieve/config";
 
 /** Where configuration comes from: a YAML file (its `querier` section) and the environment. */
 export interface ConfigSources {
   readonly file?: string;
   /** Environment variables (default `process.env`); see {@link ENV_PREFIX}. */
-  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly env?: Env;
 }
 
 /**
@@ -95,131 +74,31 @@ export interface ConfigSources {
  */
 export const ENV_PREFIX = "SIEVE_QUERIER_";
 
-const SCALARS = [
-  "authEnabled",
-  "maxConcurrentFetches",
-  "chunkCacheBytes",
-  "segmentCacheBytes",
-] as const;
-
-function snake(key: string): string {
-  return key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase();
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function coerce(key: string, expected: number | boolean, raw: unknown, fromEnv: boolean) {
-  if (typeof expected === "boolean") {
-    if (typeof raw === "boolean") return raw;
-    if (fromEnv && (raw === "true" || raw === "false")) return raw === "true";
-    throw new ConfigError(
-      "invalid_type",
-      key,
-      `expected true or false, got ${JSON.stringify(raw)}`,
-    );
-  }
-  let n: unknown = raw;
-  if (fromEnv && typeof raw === "string" && raw.trim() !== "") n = Number(raw);
-  if (typeof n !== "number" || !Number.isFinite(n)) {
-    throw new ConfigError("invalid_type", key, `expected a number, got ${JSON.stringify(raw)}`);
-  }
-  if (n < 0 || !Number.isSafeInteger(n)) {
-    throw new ConfigError("out_of_range", key, `expected an integer ≥ 0, got ${n}`);
-  }
-  return n;
-}
-
-function readLimits(path: string, raw: unknown): Partial<QueryLimits> {
-  if (!isObject(raw)) throw new ConfigError("invalid_type", path, "expected a mapping");
-  const out: Record<string, number> = {};
-  for (const [key, value] of Object.entries(raw)) {
-    if (!Object.hasOwn(DEFAULT_QUERY_LIMITS, key)) {
-      throw new ConfigError(
-        "unknown_key",
-        `${path}.${key}`,
-        `known: ${Object.keys(DEFAULT_QUERY_LIMITS).join(", ")}`,
-      );
-    }
-    out[key] = coerce(`${path}.${key}`, 0, value, false) as number;
-  }
-  return out;
-}
+/** Every number is an integer ≥ 0 (a limit of 0 is no limit); any tenant may have overrides. */
+const SCHEMA = defineSchema({
+  section: "querier",
+  envPrefix: ENV_PREFIX,
+  defaults: DEFAULT_CONFIG,
+  group: "limits",
+  min: 0,
+});
 
 /**
  * Reads the configuration: defaults, then the file's `querier` section, then the
  * environment; validates it and throws a {@link ConfigError} naming the first bad option.
  */
 export function loadConfig(sources: ConfigSources = {}): QuerierConfig {
-  const env = sources.env ?? process.env;
-  let section: Record<string, unknown> = {};
-  if (sources.file !== undefined) {
-    let text: string;
-    try {
-      text = readFileSync(sources.file, "utf8");
-    } catch (error) {
-      throw new ConfigError("unreadable_file", sources.file, (error as Error).message);
-    }
-    let doc: unknown;
-    try {
-      doc = parseYaml(text);
-    } catch (error) {
-      throw new ConfigError("invalid_yaml", sources.file, (error as Error).message);
-    }
-    if (doc != null) {
-      if (!isObject(doc)) throw new ConfigError("invalid_type", "(root)", "expected a mapping");
-      const q = doc.querier;
-      if (q != null) {
-        if (!isObject(q)) throw new ConfigError("invalid_type", "querier", "expected a mapping");
-        section = q;
-      }
-    }
-  }
-  const config: Record<string, unknown> = { ...DEFAULT_CONFIG };
-  for (const [key, value] of Object.entries(section)) {
-    const path = `querier.${key}`;
-    if (key === "limits") config.limits = { ...DEFAULT_QUERY_LIMITS, ...readLimits(path, value) };
-    else if (key === "overrides") {
-      if (!isObject(value)) throw new ConfigError("invalid_type", path, "expected a mapping");
-      const overrides: Record<string, Partial<QueryLimits>> = {};
-      for (const [tenant, limits] of Object.entries(value)) {
-        overrides[tenant] = readLimits(`${path}.${tenant}`, limits);
-      }
-      config.overrides = overrides;
-    } else if ((SCALARS as readonly string[]).includes(key)) {
-      const k = key as (typeof SCALARS)[number];
-      config[k] = coerce(path, DEFAULT_CONFIG[k], value, false);
-    } else {
-      throw new ConfigError(
-        "unknown_key",
-        path,
-        `known: ${[...SCALARS, "limits", "overrides"].join(", ")}`,
-      );
-    }
-  }
-  for (const key of SCALARS) {
-    const name = ENV_PREFIX + snake(key);
-    const raw = env[name];
-    if (raw !== undefined) config[key] = coerce(name, DEFAULT_CONFIG[key], raw, true);
-  }
-  const limits: Record<string, number> = { ...(config.limits as QueryLimits) };
-  for (const key of Object.keys(DEFAULT_QUERY_LIMITS)) {
-    const name = `${ENV_PREFIX}LIMITS_${snake(key)}`;
-    const raw = env[name];
-    if (raw !== undefined) limits[key] = coerce(name, 0, raw, true) as number;
-  }
-  config.limits = limits;
-  const result = config as unknown as QuerierConfig;
-  for (const key of ["maxConcurrentFetches", "chunkCacheBytes", "segmentCacheBytes"] as const) {
-    if (result[key] <= 0)
-      throw new ConfigError("out_of_range", key, `must be > 0, got ${result[key]}`);
-  }
-  return result;
+  const config = loadSection(SCHEMA, {
+    ...(sources.file !== undefined && { file: sources.file }),
+    env: sources.env ?? process.env,
+  });
+  checkRange("maxConcurrentFetches", config.maxConcurrentFetches, 1);
+  checkRange("chunkCacheBytes", config.chunkCacheBytes, 1);
+  checkRange("segmentCacheBytes", config.segmentCacheBytes, 1);
+  return config;
 }
 
 /** The limits of one tenant: the overrides over the defaults. */
 export function limitsFor(config: QuerierConfig, tenant: string): QueryLimits {
-  const o = config.overrides[tenant];
-  return o === undefined ? config.limits : { ...config.limits, ...o };
+  return forTenant(config.limits, config.overrides, tenant);
 }
