@@ -1,30 +1,17 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { configFiles, thrown } from "@sieve/config/testing";
+import { afterAll, describe, expect, test } from "vitest";
 import { ConfigError, DEFAULT_CONFIG, loadConfig } from "./config.js";
 
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "sieve-gateway-config-"));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
-
-async function file(text: string): Promise<string> {
-  const path = join(dir, `${Math.random().toString(36).slice(2)}.yaml`);
-  await writeFile(path, text);
-  return path;
-}
+const files = configFiles("sieve-gateway-config-");
+afterAll(files.remove);
 
 describe("loadConfig", () => {
   test("defaults with no file and no environment", () => {
     expect(loadConfig({ env: {} })).toEqual(DEFAULT_CONFIG);
   });
 
-  test("file, then environment, then overrides", async () => {
-    const path = await file(
+  test("file, then environment, then overrides", () => {
+    const path = files.write(
       "distributor:\n  maxBodyBytes: 5\nbloomGateway:\n  cacheMaxBytes: 1000\n  readTimeoutMs: 7\n",
     );
     const config = loadConfig({
@@ -70,21 +57,16 @@ describe("loadConfig", () => {
       "out_of_range",
       "SIEVE_BLOOM_GATEWAY_MAX_REQUEST_BYTES",
     ],
-  ])("refuses %s", async (_name, text, env, code, key) => {
-    const path = text === undefined ? undefined : await file(text);
-    let error: unknown;
-    try {
-      loadConfig({ ...(path !== undefined && { file: path }), env });
-    } catch (e) {
-      error = e;
-    }
+  ])("refuses %s", (_name, text, env, code, key) => {
+    const path = text === undefined ? undefined : files.write(text);
+    const error = thrown(() => loadConfig({ ...(path !== undefined && { file: path }), env }));
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).code).toBe(code);
     expect((error as ConfigError).key).toContain(key);
   });
 
   test("an unreadable file", () => {
-    expect(() => loadConfig({ file: join(dir, "nope.yaml"), env: {} })).toThrow(
+    expect(() => loadConfig({ file: files.path("nope.yaml"), env: {} })).toThrow(
       /cannot read the configuration file/,
     );
   });

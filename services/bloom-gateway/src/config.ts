@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
+import { defineSchema, loadSection } from "@sieve/config";
+import type { Env } from "@sieve/config";
 
 /** The bloom gateway's configuration. Sizes in bytes, durations in milliseconds. */
 export interface BloomGatewayConfig {
@@ -38,36 +38,15 @@ export const DEFAULT_CONFIG: BloomGatewayConfig = {
   maxSeriesPerRequest: 100_000,
 };
 
-/** Every way configuration can be refused. */
-export const CONFIG_ERRORS = {
-  unreadable_file: "cannot read the configuration file",
-  invalid_yaml: "the configuration file is not valid YAML",
-  unknown_key: "unknown configuration key",
-  invalid_type: "configuration value has the wrong type",
-  out_of_range: "configuration value is out of range",
-} as const;
-
-/** A code of {@link CONFIG_ERRORS}. */
-export type ConfigErrorCode = keyof typeof CONFIG_ERRORS;
-
-/** A configuration error; `key` is the dotted path or variable of the offending option. */
-export class ConfigError extends Error {
-  override readonly name = "ConfigError";
-
-  constructor(
-    readonly code: ConfigErrorCode,
-    readonly key: string,
-    detail: string,
-  ) {
-    super(`${CONFIG_ERRORS[code]}: ${key}: ${detail}`);
-  }
-}
+// The shared configuration errors: re-exported so importers of this package keep working.
+export { CONFIG_ERRORS, ConfigError } from "@sieve/config";
+export type { ConfigErrorCode } from "@sieve/config";
 
 /** Where configuration comes from: a YAML file (its `bloomGateway` section) and the environment. */
 export interface ConfigSources {
   readonly file?: string;
   /** Environment variables (default `process.env`); see {@link ENV_PREFIX}. */
-  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly env?: Env;
   /** Values that win over both (the `sieve` command's flags, tests). */
   readonly overrides?: Partial<BloomGatewayConfig>;
 }
@@ -78,75 +57,22 @@ export interface ConfigSources {
  */
 export const ENV_PREFIX = "SIEVE_BLOOM_GATEWAY_";
 
-const KEYS = Object.keys(DEFAULT_CONFIG) as (keyof BloomGatewayConfig)[];
-
-function snake(key: string): string {
-  return key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase();
-}
-
-function isKey(key: string): key is keyof BloomGatewayConfig {
-  return Object.hasOwn(DEFAULT_CONFIG, key);
-}
-
-function positiveInteger(key: string, raw: unknown, fromEnv: boolean): number {
-  let n: unknown = raw;
-  if (fromEnv && typeof raw === "string" && raw.trim() !== "") n = Number(raw);
-  if (typeof n !== "number" || !Number.isFinite(n)) {
-    throw new ConfigError("invalid_type", key, `expected a number, got ${JSON.stringify(raw)}`);
-  }
-  if (!Number.isSafeInteger(n) || n <= 0) {
-    throw new ConfigError("out_of_range", key, `expected an integer > 0, got ${n}`);
-  }
-  return n;
-}
-
-function readSection(file: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (error) {
-    throw new ConfigError("unreadable_file", file, (error as Error).message);
-  }
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (error) {
-    throw new ConfigError("invalid_yaml", file, (error as Error).message);
-  }
-  if (doc == null) return {};
-  if (typeof doc !== "object" || Array.isArray(doc)) {
-    throw new ConfigError("invalid_type", "(root)", "expected a mapping");
-  }
-  const section = (doc as Record<string, unknown>).bloomGateway;
-  if (section == null) return {};
-  if (typeof section !== "object" || Array.isArray(section)) {
-    throw new ConfigError("invalid_type", "bloomGateway", "expected a mapping");
-  }
-  return section as Record<string, unknown>;
-}
+/** Every option is a positive integer (a zero budget, timeout or size would serve nothing). */
+const SCHEMA = defineSchema({
+  section: "bloomGateway",
+  envPrefix: ENV_PREFIX,
+  defaults: DEFAULT_CONFIG,
+  min: 1,
+});
 
 /**
  * Reads the configuration: defaults, the file's `bloomGateway` section, the environment,
  * then `overrides`; throws a {@link ConfigError} naming the first bad option.
  */
 export function loadConfig(sources: ConfigSources = {}): BloomGatewayConfig {
-  const env = sources.env ?? process.env;
-  const config: Record<keyof BloomGatewayConfig, number> = { ...DEFAULT_CONFIG };
-  const section = sources.file === undefined ? {} : readSection(sources.file);
-  for (const [key, value] of Object.entries(section)) {
-    if (!isKey(key)) {
-      throw new ConfigError("unknown_key", `bloomGateway.${key}`, `known: ${KEYS.join(", ")}`);
-    }
-    config[key] = positiveInteger(`bloomGateway.${key}`, value, false);
-  }
-  for (const key of KEYS) {
-    const name = ENV_PREFIX + snake(key);
-    const raw = env[name];
-    if (raw !== undefined) config[key] = positiveInteger(name, raw, true);
-  }
-  for (const [key, value] of Object.entries(sources.overrides ?? {})) {
-    if (!isKey(key)) throw new ConfigError("unknown_key", key, `known: ${KEYS.join(", ")}`);
-    config[key] = positiveInteger(key, value, false);
-  }
-  return config;
+  return loadSection(SCHEMA, {
+    ...(sources.file !== undefined && { file: sources.file }),
+    env: sources.env ?? process.env,
+    ...(sources.overrides !== undefined && { overrides: sources.overrides }),
+  });
 }
