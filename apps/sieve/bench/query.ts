@@ -400,7 +400,7 @@ console.log(
   `load average (1 min) ${loadBefore[0]!.toFixed(1)} before the queries, ${loadAfter[0]!.toFixed(1)} after, on ${cpus().length} cores: wall times above CPU times are waiting for a core`,
 );
 console.log(
-  `bloom gateway: ${cold.meanBloomGroups.toFixed(0)} (series, bloom record) groups a query; bloom records read from the store a query: ${cold.meanBloomRecordsRead.toFixed(0)} cold, ${warmSummary.meanBloomRecordsRead.toFixed(0)} warm`,
+  `bloom gateway: ${cold.meanBloomGroups.toFixed(0)} (series, bloom record) groups a query; bloom objects read from the store a query (whole blocks, or records past maxBlockBytes): ${cold.meanBloomRecordsRead.toFixed(0)} cold, ${warmSummary.meanBloomRecordsRead.toFixed(0)} warm`,
 );
 const verdict = (met: boolean): string => (met ? "met" : "MISSED");
 console.log(
