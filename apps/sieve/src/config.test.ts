@@ -1,15 +1,11 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { describe, expect, it } from "vitest";
+import { resolve } from "node:path";
+import { configFiles, thrown } from "@sieve/config/testing";
+import { afterAll, describe, expect, it } from "vitest";
 import { loadSieveConfig, SieveConfigError, type SieveConfigSources } from "./config.js";
 
-const dir = mkdtempSync(join(tmpdir(), "sieve-config-"));
-function file(text: string): string {
-  const path = join(dir, `${Math.random().toString(36).slice(2)}.yaml`);
-  writeFileSync(path, text);
-  return path;
-}
+const files = configFiles();
+afterAll(files.remove);
+const file = files.write;
 
 describe("loadSieveConfig", () => {
   it("works with nothing: sieve all on 3100 with a WAL and a filesystem store under ./data", () => {
@@ -162,20 +158,21 @@ describe("loadSieveConfig", () => {
         key: "",
       },
       {
+        name: "a file whose top level is not a mapping",
+        sources: () => ({ file: file("- server\n"), env: {} }),
+        code: "invalid_type",
+        key: "(root)",
+      },
+      {
         name: "a file that is missing",
-        sources: () => ({ file: join(dir, "missing.yaml"), env: {} }),
+        sources: () => ({ file: files.path("missing.yaml"), env: {} }),
         code: "unreadable_file",
         key: "",
       },
     ];
   for (const { name, sources, code, key } of refusals) {
     it(`refuses ${name} by name`, () => {
-      let error: unknown;
-      try {
-        loadSieveConfig(sources());
-      } catch (e) {
-        error = e;
-      }
+      const error = thrown(() => loadSieveConfig(sources()));
       expect(error).toBeInstanceOf(SieveConfigError);
       expect((error as SieveConfigError).code).toBe(code);
       if (key !== "") expect((error as SieveConfigError).key).toBe(key);

@@ -1,6 +1,6 @@
 import { isAbsolute, join, resolve } from "node:path";
-import { readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
+import { CONFIG_ERRORS, ConfigError, isMapping, readConfigFile } from "@sieve/config";
+import type { Env } from "@sieve/config";
 
 /**
  * The process-level configuration of the `sieve` command: where it listens, where data
@@ -56,33 +56,38 @@ export interface ClusterConfig {
 /** The sections the `sieve` command itself reads; the components read theirs. */
 const COMPONENT_SECTIONS = ["distributor", "ingester", "querier", "bloomGateway"] as const;
 
-/** Every way the process configuration can be refused. */
+/**
+ * Every way the process configuration can be refused: the shared codes the command uses.
+ * A value of the wrong kind or range is `invalid_value`; `invalid_type` is a file whose
+ * top level is not a mapping.
+ */
 export const SIEVE_CONFIG_ERRORS = {
-  unreadable_file: "cannot read the configuration file",
-  invalid_yaml: "the configuration file is not valid YAML",
-  unknown_key: "unknown configuration key",
-  invalid_value: "invalid configuration value",
+  unreadable_file: CONFIG_ERRORS.unreadable_file,
+  invalid_yaml: CONFIG_ERRORS.invalid_yaml,
+  unknown_key: CONFIG_ERRORS.unknown_key,
+  invalid_type: CONFIG_ERRORS.invalid_type,
+  invalid_value: CONFIG_ERRORS.invalid_value,
 } as const;
 
 /** A code of {@link SIEVE_CONFIG_ERRORS}. */
 export type SieveConfigErrorCode = keyof typeof SIEVE_CONFIG_ERRORS;
 
-/** A configuration error naming the option (dotted path or environment variable). */
-export class SieveConfigError extends Error {
-  override readonly name = "SieveConfigError";
-  constructor(
-    readonly code: SieveConfigErrorCode,
-    readonly key: string,
-    detail: string,
-  ) {
-    super(`${SIEVE_CONFIG_ERRORS[code]}: ${key}: ${detail}`);
-  }
-}
+/**
+ * A configuration error naming the option (dotted path, environment variable or flag): the
+ * shared `ConfigError` of `@sieve/config`, which the components throw too, under the name
+ * this package has always exported.
+ */
+export const SieveConfigError = ConfigError;
+/** An instance of {@link SieveConfigError}. */
+export type SieveConfigError = ConfigError;
+
+/** Reads a YAML file into a mapping (empty file: empty mapping); from `@sieve/config`. */
+export { readConfigFile };
 
 /** Where the configuration comes from, lowest precedence first. */
 export interface SieveConfigSources {
   readonly file?: string;
-  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly env?: Env;
   /** Command-line flags, which win over everything. */
   readonly flags?: { readonly port?: string; readonly dataDir?: string; readonly host?: string };
 }
@@ -136,25 +141,6 @@ const OPTIONS: readonly Option[] = [
 /** The documented options, for `sieve --help` and docs/configuration.md. */
 export const SIEVE_OPTIONS: readonly Pick<Option, "path" | "env" | "fallback">[] = OPTIONS;
 
-/** Reads a YAML file into a mapping (empty file: empty mapping). */
-export function readConfigFile(file: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (error) {
-    throw new SieveConfigError("unreadable_file", file, (error as Error).message);
-  }
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (error) {
-    throw new SieveConfigError("invalid_yaml", file, (error as Error).message);
-  }
-  if (doc == null) return {};
-  if (!isMapping(doc)) throw new SieveConfigError("invalid_value", "(root)", "expected a mapping");
-  return doc;
-}
-
 /**
  * Defaults, then the file, then `SIEVE_*` environment variables, then flags; validated.
  * Unknown keys are refused by name, so a typo never silently keeps a default.
@@ -191,7 +177,7 @@ function flatten(doc: Record<string, unknown>, prefix: string, into: Map<string,
     else if (parent && isMapping(value)) flatten(value, path + ".", into);
     else {
       const roots = new Set([...OPTIONS.map((o) => o.path.split(".")[0]!), ...COMPONENT_SECTIONS]);
-      throw new SieveConfigError("unknown_key", path, `known: ${[...roots].join(", ")}`);
+      throw new ConfigError("unknown_key", path, `known: ${[...roots].join(", ")}`);
     }
   }
 }
@@ -200,18 +186,18 @@ function coerce(option: Option, name: string, raw: unknown): unknown {
   const text = typeof raw === "string" ? raw.trim() : raw;
   switch (option.kind) {
     case "string":
-      if (typeof text !== "string") throw new SieveConfigError("invalid_value", name, "a string");
+      if (typeof text !== "string") throw new ConfigError("invalid_value", name, "a string");
       return text;
     case "boolean":
       if (typeof text === "boolean") return text;
       if (text === "true" || text === "false") return text === "true";
-      throw new SieveConfigError("invalid_value", name, "true or false");
+      throw new ConfigError("invalid_value", name, "true or false");
     case "port":
     case "partitions": {
       const n = typeof text === "number" ? text : Number(text);
       const max = option.kind === "port" ? 65535 : 4096;
       if (!Number.isInteger(n) || n < (option.kind === "port" ? 0 : 1) || n > max) {
-        throw new SieveConfigError("invalid_value", name, `an integer up to ${max}`);
+        throw new ConfigError("invalid_value", name, `an integer up to ${max}`);
       }
       return n;
     }
@@ -222,7 +208,7 @@ function coerce(option: Option, name: string, raw: unknown): unknown {
           .split(",")
           .map((s) => s.trim())
           .filter(Boolean);
-      throw new SieveConfigError("invalid_value", name, "a list of strings (or comma-separated)");
+      throw new ConfigError("invalid_value", name, "a list of strings (or comma-separated)");
   }
 }
 
@@ -236,11 +222,11 @@ function build(v: Record<string, unknown>): SieveConfig {
   };
   const storageBackend = str("storage.backend");
   if (storageBackend !== "filesystem" && storageBackend !== "s3") {
-    throw new SieveConfigError("invalid_value", "storage.backend", "filesystem or s3");
+    throw new ConfigError("invalid_value", "storage.backend", "filesystem or s3");
   }
   const queueBackend = str("queue.backend");
   if (queueBackend !== "wal" && queueBackend !== "kafka") {
-    throw new SieveConfigError("invalid_value", "queue.backend", "wal or kafka");
+    throw new ConfigError("invalid_value", "queue.backend", "wal or kafka");
   }
   const config: SieveConfig = {
     server: { host: str("server.host"), port: v["server.port"] as number },
@@ -271,22 +257,14 @@ function build(v: Record<string, unknown>): SieveConfig {
     },
   };
   if (config.storage.backend === "s3" && config.storage.s3.bucket === "") {
-    throw new SieveConfigError(
-      "invalid_value",
-      "storage.s3.bucket",
-      "required with storage.backend s3",
-    );
+    throw new ConfigError("invalid_value", "storage.s3.bucket", "required with storage.backend s3");
   }
   if (config.queue.backend === "kafka" && config.queue.kafka.brokers.length === 0) {
-    throw new SieveConfigError(
+    throw new ConfigError(
       "invalid_value",
       "queue.kafka.brokers",
       "required with queue.backend kafka",
     );
   }
   return config;
-}
-
-function isMapping(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
