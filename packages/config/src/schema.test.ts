@@ -171,6 +171,15 @@ describe("loadSection", () => {
     expect(error).toMatchObject({ code, key });
   });
 
+  it("reads process.env when no environment is given", () => {
+    process.env.SIEVE_WIDGET_NAME = "from-process";
+    try {
+      expect(loadSection(SCHEMA, {}).name).toBe("from-process");
+    } finally {
+      delete process.env.SIEVE_WIDGET_NAME;
+    }
+  });
+
   it("accepts any tenant without tenantError, and has no overrides without the key", () => {
     const open = defineSchema({ ...SCHEMA, tenantError: undefined });
     const config = loadSection(open, { env: {}, values: { overrides: { "a/b": {} } } });

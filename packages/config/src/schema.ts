@@ -97,7 +97,7 @@ export function applyValues<C extends object>(
   schema: Schema<C>,
   config: C,
   prefix: string,
-  values: Mapping,
+  values: Readonly<Mapping>,
 ): C {
   const out: Mapping = { ...(config as Mapping) };
   const defaults = schema.defaults as Mapping;
@@ -156,11 +156,11 @@ export interface SectionSources {
   /** A YAML file: its section (`schema.section`) is read; keys named `section.key`. */
   readonly file?: string;
   /** Values laid over the file, keys named bare (the command line). */
-  readonly values?: Mapping;
-  /** Environment variables, laid over the values. */
-  readonly env: Env;
+  readonly values?: Readonly<Mapping>;
+  /** Environment variables, laid over the values (default `process.env`). */
+  readonly env?: Env;
   /** Values that win over everything, keys named bare (flags, tests). */
-  readonly overrides?: Mapping;
+  readonly overrides?: Readonly<Mapping>;
 }
 
 /**
@@ -174,7 +174,7 @@ export function loadSection<C extends object>(schema: Schema<C>, sources: Sectio
     config = applyValues(schema, config, `${schema.section}.`, values);
   }
   if (sources.values !== undefined) config = applyValues(schema, config, "", sources.values);
-  config = applyEnv(schema, config, sources.env);
+  config = applyEnv(schema, config, sources.env ?? process.env);
   if (sources.overrides !== undefined) config = applyValues(schema, config, "", sources.overrides);
   return config;
 }

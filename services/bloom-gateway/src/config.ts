@@ -70,9 +70,5 @@ const SCHEMA = defineSchema({
  * then `overrides`; throws a {@link ConfigError} naming the first bad option.
  */
 export function loadConfig(sources: ConfigSources = {}): BloomGatewayConfig {
-  return loadSection(SCHEMA, {
-    ...(sources.file !== undefined && { file: sources.file }),
-    env: sources.env ?? process.env,
-    ...(sources.overrides !== undefined && { overrides: sources.overrides }),
-  });
+  return loadSection(SCHEMA, sources);
 }

@@ -67,10 +67,7 @@ const SCHEMA = defineSchema({
  * environment; validates it and throws a {@link ConfigError} naming the first bad option.
  */
 export function loadConfig(sources: ConfigSources = {}): DistributorConfig {
-  const config = loadSection(SCHEMA, {
-    ...(sources.file !== undefined && { file: sources.file }),
-    env: sources.env ?? process.env,
-  });
+  const config = loadSection(SCHEMA, sources);
   validate(config);
   return config;
 }

@@ -147,11 +147,7 @@ const SCHEMA = defineSchema({
  * option.
  */
 export function loadConfig(sources: ConfigSources = {}): IngesterConfig {
-  const config = loadSection(SCHEMA, {
-    ...(sources.file !== undefined && { file: sources.file }),
-    ...(sources.values !== undefined && { values: sources.values }),
-    env: sources.env ?? process.env,
-  });
+  const config = loadSection(SCHEMA, sources);
   validateConfig(config);
   return config;
 }

@@ -88,10 +88,7 @@ const SCHEMA = defineSchema({
  * environment; validates it and throws a {@link ConfigError} naming the first bad option.
  */
 export function loadConfig(sources: ConfigSources = {}): QuerierConfig {
-  const config = loadSection(SCHEMA, {
-    ...(sources.file !== undefined && { file: sources.file }),
-    env: sources.env ?? process.env,
-  });
+  const config = loadSection(SCHEMA, sources);
   checkRange("maxConcurrentFetches", config.maxConcurrentFetches, 1);
   checkRange("chunkCacheBytes", config.chunkCacheBytes, 1);
   checkRange("segmentCacheBytes", config.segmentCacheBytes, 1);
