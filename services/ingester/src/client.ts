@@ -4,7 +4,7 @@ import type {
   IngesterQueryRequest,
   IngesterSeriesRequest,
   IngesterStream,
-} from "./ingester.js";
+} from "./query.js";
 import { parseSeries, parseStreams, queryRequestJson, seriesRequestJson } from "./wire.js";
 
 /** Options of {@link IngesterHttpClient}. */

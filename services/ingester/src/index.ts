@@ -5,13 +5,13 @@
  * queriers (in process or over HTTP).
  */
 export { Ingester } from "./ingester.js";
+export type { IngesterDeps } from "./ingester.js";
 export type {
-  IngesterDeps,
   IngesterQuerier,
   IngesterQueryRequest,
   IngesterSeriesRequest,
   IngesterStream,
-} from "./ingester.js";
+} from "./query.js";
 export { createIngester, createIngesterServer } from "./http.js";
 export type { IngesterService, IngesterServiceDeps, IngesterPluginOptions } from "./http.js";
 export { IngesterHttpClient } from "./client.js";

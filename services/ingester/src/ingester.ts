@@ -2,8 +2,6 @@ import { ChunkError } from "@sieve/chunk";
 import type { Entry } from "@sieve/chunk";
 import { SeriesBloomBuilder } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
-import { compilePipeline, matchesLabels, parseExpr } from "@sieve/logql";
-import type { Matcher } from "@sieve/logql";
 import { decodeQueueRecord } from "@sieve/proto";
 import type { QueueRecord } from "@sieve/proto";
 import { WalConsumer } from "@sieve/queue";
@@ -11,57 +9,20 @@ import type { ConsumedBatch, QueueConsumer } from "@sieve/queue";
 import type { Logger } from "pino";
 import { tenantBlooms } from "./config.js";
 import type { IngesterConfig } from "./config.js";
-import { IngesterError } from "./errors.js";
 import { pool, recoverPartition, streamKey, writeFlush, flushId } from "./flush.js";
-import type { CutChunk, FlushJob, FlushStore, FlushStream, KeptManifest } from "./flush.js";
-import { Head, readEncoded, selectEntries } from "./head.js";
-import type { EntryRange, FlushReason } from "./head.js";
+import type { FlushJob, FlushStore, FlushStream } from "./flush.js";
+import { Head } from "./head.js";
+import type { FlushReason } from "./head.js";
 import type { IngesterMetrics } from "./metrics.js";
-
-/** A query of the ingester's unflushed data (the contract with the querier). */
-export interface IngesterQueryRequest {
-  readonly tenant: string;
-  /** A LogQL stream selector, e.g. `{app="api", env=~"p.*"}`. */
-  readonly selector: string;
-  /** [start, end), Unix ns. */
-  readonly start: bigint;
-  readonly end: bigint;
-  readonly direction: "forward" | "backward";
-  /** Most entries per stream in `direction`; 0 = no limit (bounded by maxEntriesPerQuery). */
-  readonly limit: number;
-  /**
-   * The whole log query (`{…} | pipeline`). When present the ingester keeps only the
-   * entries its pipeline keeps before applying `limit`, as Loki's ingesters do; otherwise a
-   * needle beyond the first `limit` raw lines would be lost. Entries are still returned raw.
-   */
-  readonly query?: string;
-}
-
-/** One stream's matching entries, sorted in the request's direction. */
-export interface IngesterStream {
-  /** The canonical label string. */
-  readonly labels: string;
-  readonly fingerprint: bigint;
-  readonly entries: {
-    readonly timestamp: bigint;
-    readonly line: string;
-    readonly structuredMetadata: Record<string, string>;
-  }[];
-}
-
-/** A series request: streams with data in [start, end), optionally matching a selector. */
-export interface IngesterSeriesRequest {
-  readonly tenant: string;
-  readonly selector?: string;
-  readonly start: bigint;
-  readonly end: bigint;
-}
-
-/** What the querier calls; in-process ({@link Ingester}) or over HTTP (`IngesterHttpClient`). */
-export interface IngesterQuerier {
-  query(req: IngesterQueryRequest): Promise<IngesterStream[]>;
-  series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]>;
-}
+import { flushAgain, recoveredPartition, safeOffset } from "./partitions.js";
+import type { PartitionState, StreamState } from "./partitions.js";
+import { querySeries, queryStreams } from "./query.js";
+import type {
+  IngesterQuerier,
+  IngesterQueryRequest,
+  IngesterSeriesRequest,
+  IngesterStream,
+} from "./query.js";
 
 /** The ingester's dependencies, passed in. */
 export interface IngesterDeps {
@@ -72,87 +33,6 @@ export interface IngesterDeps {
   readonly metrics: IngesterMetrics;
   /** The clock, in milliseconds; injectable for tests. */
   readonly now?: () => number;
-}
-
-interface StreamState {
-  readonly key: string;
-  readonly tenant: string;
-  readonly labels: string;
-  readonly fingerprint: bigint;
-  readonly labelMap: Readonly<Record<string, string>>;
-  head: Head | undefined;
-  /** Undefined when blooms are off for the tenant. */
-  readonly bloom: SeriesBloomBuilder | undefined;
-  tokensCounted: number;
-  /** Cut, waiting for the next flush job. */
-  pending: CutChunk[];
-  /** In the running flush job. */
-  flushing: CutChunk[];
-}
-
-interface PartitionState {
-  readonly partition: number;
-  readonly streams: Map<string, StreamState>;
-  /** Offset after the last record handled; -1 before the first batch. */
-  nextOffset: number;
-  /** Last offset this ingester committed (or found committed); -1 unknown. */
-  committed: number;
-  skip: Map<string, number>;
-  skipMax: number;
-  kept: KeptManifest[];
-  nextSeq: number;
-  pendingBytes: number;
-  flushing: Promise<void> | undefined;
-  again: boolean;
-  revoked: boolean;
-}
-
-/** Read through a function: `again` changes while a flush awaits. */
-function flushAgain(p: PartitionState): boolean {
-  return p.again;
-}
-
-/** A stream's entries as the contract shapes them. */
-function toContractEntry(e: Entry): IngesterStream["entries"][number] {
-  const md: Record<string, string> = {};
-  for (const p of e.structuredMetadata) md[p.name] = p.value;
-  return { timestamp: e.timestamp, line: e.line, structuredMetadata: md };
-}
-
-/**
- * A predicate from a log query's pipeline: whether the pipeline keeps an entry. The
- * querier runs the pipeline again on what it gets, so only the decision matters here.
- */
-function compileKeep(
-  query: string,
-): (e: Entry, labels: Readonly<Record<string, string>>) => boolean {
-  let expr;
-  try {
-    expr = parseExpr(query);
-  } catch (error) {
-    throw new IngesterError("invalid_selector", (error as Error).message, { cause: error });
-  }
-  if (expr.kind !== "log") throw new IngesterError("invalid_selector", "not a log query");
-  const pipeline = compilePipeline(expr.pipeline);
-  return (e, labels) => {
-    const structuredMetadata: Record<string, string> = {};
-    for (const p of e.structuredMetadata) structuredMetadata[p.name] = p.value;
-    return (
-      pipeline.process({ timestamp: e.timestamp, line: e.line, labels, structuredMetadata }) !==
-      null
-    );
-  };
-}
-
-function parseSelector(selector: string): Matcher[] {
-  let expr;
-  try {
-    expr = parseExpr(selector);
-  } catch (error) {
-    throw new IngesterError("invalid_selector", (error as Error).message, { cause: error });
-  }
-  if (expr.kind !== "log") throw new IngesterError("invalid_selector", "not a log selector");
-  return expr.matchers;
 }
 
 /**
@@ -235,7 +115,7 @@ export class Ingester implements IngesterQuerier {
     await Promise.all(all.map((p) => this.flushPartition(p)));
   }
 
-  // ---- consumption -------------------------------------------------------------------
+  // ---- partition ownership ---------------------------------------------------------
 
   private async assign(partitions: readonly number[]): Promise<void> {
     // A partition another member just lost may still be being flushed by it (kafkajs rejoins
@@ -263,22 +143,7 @@ export class Ingester implements IngesterQuerier {
       });
       this.metrics.manifestsRecovered.inc({ outcome: "complete" }, r.complete);
       this.metrics.manifestsRecovered.inc({ outcome: "rolled_back" }, r.rolledBack);
-      let skipMax = -1;
-      for (const o of r.skip.values()) skipMax = Math.max(skipMax, o);
-      this.partitions.set(partition, {
-        partition,
-        streams: new Map(),
-        nextOffset: -1,
-        committed: -1,
-        skip: r.skip,
-        skipMax,
-        kept: r.kept,
-        nextSeq: r.nextSeq,
-        pendingBytes: 0,
-        flushing: undefined,
-        again: false,
-        revoked: false,
-      });
+      this.partitions.set(partition, recoveredPartition(partition, r));
       if (r.complete + r.rolledBack > 0) {
         this.logger.info(
           {
@@ -320,6 +185,8 @@ export class Ingester implements IngesterQuerier {
     }
     this.updateGauges();
   }
+
+  // ---- consumption -------------------------------------------------------------------
 
   /** Applies a batch: decodes each record and appends its entries to its stream's head. */
   async handleBatch(batch: ConsumedBatch): Promise<void> {
@@ -605,21 +472,10 @@ export class Ingester implements IngesterQuerier {
     this.updateGauges();
   }
 
-  /** The offset below which nothing is held in memory: what may be committed. */
-  private safeOffset(p: PartitionState): number {
-    let low = p.nextOffset;
-    for (const s of p.streams.values()) {
-      if (s.head !== undefined && s.head.entryCount > 0) low = Math.min(low, s.head.firstOffset);
-      for (const c of s.pending) low = Math.min(low, c.firstOffset);
-      for (const c of s.flushing) low = Math.min(low, c.firstOffset);
-    }
-    return low;
-  }
-
   /** Commits the partition's safe offset if it moved, then deletes manifests below it. */
   private async commit(p: PartitionState): Promise<void> {
     if (p.nextOffset < 0) return;
-    const offset = this.safeOffset(p);
+    const offset = safeOffset(p);
     if (offset > p.committed) {
       await this.consumer.commit(p.partition, offset);
       p.committed = offset;
@@ -697,80 +553,15 @@ export class Ingester implements IngesterQuerier {
 
   /** Entries of the tenant's matching streams still in memory (heads and flushing chunks). */
   query(req: IngesterQueryRequest): Promise<IngesterStream[]> {
-    return Promise.resolve().then(() => this.querySync(req));
-  }
-
-  private querySync(req: IngesterQueryRequest): IngesterStream[] {
-    const matchers = parseSelector(req.selector);
-    const keep = req.query === undefined ? undefined : compileKeep(req.query);
-    if (!(Number.isSafeInteger(req.limit) && req.limit >= 0)) {
-      throw new IngesterError("invalid_request", `limit ${req.limit}`);
-    }
-    const max = this.config.maxEntriesPerQuery;
-    const range: EntryRange = {
-      from: req.start,
-      through: req.end,
-      direction: req.direction,
-      // Reading one more than the cap tells "too many" from "exactly the cap".
-      limit: req.limit === 0 || req.limit > max ? max + 1 : req.limit,
-    };
-    // With a pipeline, every entry in range is read and filtered before the limit.
-    const read: EntryRange = keep === undefined ? range : { ...range, limit: 0 };
-    const byKey = new Map<string, { s: StreamState; entries: Entry[] }>();
-    let total = 0;
-    for (const s of this.tenantStreams(req.tenant)) {
-      if (!matchesLabels(matchers, s.labelMap)) continue;
-      let entries: Entry[] = [];
-      for (const c of [...s.flushing, ...s.pending]) {
-        if (c.encoded.through < req.start || c.encoded.from >= req.end) continue;
-        entries = entries.concat(readEncoded(c.encoded.bytes, read));
-      }
-      if (s.head !== undefined) entries = entries.concat(s.head.read(read));
-      if (keep !== undefined) entries = entries.filter((e) => keep(e, s.labelMap));
-      if (entries.length === 0) continue;
-      const seen = byKey.get(s.key);
-      if (seen !== undefined) seen.entries = seen.entries.concat(entries);
-      else byKey.set(s.key, { s, entries });
-    }
-    const out: IngesterStream[] = [];
-    for (const { s, entries } of byKey.values()) {
-      const selected = selectEntries(entries, range);
-      total += selected.length;
-      if (total > max) {
-        throw new IngesterError("too_many_entries", `more than ${max} (maxEntriesPerQuery)`);
-      }
-      out.push({
-        labels: s.labels,
-        fingerprint: s.fingerprint,
-        entries: selected.map(toContractEntry),
-      });
-    }
-    return out;
+    return Promise.resolve().then(() =>
+      queryStreams(this.tenantStreams(req.tenant), req, this.config.maxEntriesPerQuery),
+    );
   }
 
   /** The tenant's streams in memory with entries in [start, end), optionally matching a selector. */
   series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]> {
-    return Promise.resolve().then(() => {
-      const matchers =
-        req.selector === undefined || req.selector === "" ? [] : parseSelector(req.selector);
-      const out = new Map<string, { labels: string; fingerprint: bigint }>();
-      for (const s of this.tenantStreams(req.tenant)) {
-        if (out.has(s.key) || !matchesLabels(matchers, s.labelMap)) continue;
-        const overlaps = (from: bigint, through: bigint): boolean =>
-          through >= req.start && from < req.end;
-        const head = s.head;
-        const inRange =
-          (head !== undefined &&
-            head.entryCount > 0 &&
-            overlaps(head.builder.from!, head.builder.through!)) ||
-          [...s.flushing, ...s.pending].some((c) => overlaps(c.encoded.from, c.encoded.through));
-        if (!inRange) continue;
-        if (out.size >= this.config.maxSeriesPerQuery) {
-          throw new IngesterError("too_many_series", `more than ${this.config.maxSeriesPerQuery}`);
-        }
-        out.set(s.key, { labels: s.labels, fingerprint: s.fingerprint });
-      }
-      return [...out.values()];
-    });
+    return Promise.resolve().then(() =>
+      querySeries(this.tenantStreams(req.tenant), req, this.config.maxSeriesPerQuery),
+    );
   }
 }

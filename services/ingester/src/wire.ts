@@ -4,7 +4,7 @@
  * an `invalid_request` naming it.
  */
 import { IngesterError } from "./errors.js";
-import type { IngesterQueryRequest, IngesterSeriesRequest, IngesterStream } from "./ingester.js";
+import type { IngesterQueryRequest, IngesterSeriesRequest, IngesterStream } from "./query.js";
 
 const INT64_MIN = -(1n << 63n);
 const INT64_MAX = (1n << 63n) - 1n;
