@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
-import { TopEntries, type ResultEntry } from "./querier.js";
+import { TopEntries, type ResultEntry } from "./logs.js";
 
 const streams: Record<string, string>[] = [{ app: "a" }, { app: "b" }, { app: "c", env: "x" }];
 

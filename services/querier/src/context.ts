@@ -1,0 +1,75 @@
+/**
+ * What one query runs with: its deadline and counters ({@link QueryContext}), and the
+ * querier's shared parts it reads through ({@link QuerierParts}).
+ */
+import type { IndexSegment } from "@sieve/index";
+import type { ObjectCache } from "./cache.js";
+import type { QuerierConfig, QueryLimits } from "./config.js";
+import type { ChunkFilter, IngesterQuerier, QuerierStore } from "./deps.js";
+import { ERR_DEADLINE_EXCEEDED, QueryError } from "./errors.js";
+import type { ParsedLabels } from "./labels.js";
+import type { QuerierMetrics } from "./metrics.js";
+import { QueryStats } from "./stats.js";
+
+/** How many lines a scan reads between two looks at the deadline. */
+export const DEADLINE_CHECK_EVERY = 4096;
+
+/** The querier's shared parts a query reads through: one set per querier, every tenant. */
+export interface QuerierParts {
+  readonly config: QuerierConfig;
+  readonly store: QuerierStore;
+  /** Unflushed data (`NO_INGESTERS` when the querier has none). */
+  readonly ingesters: IngesterQuerier;
+  /** The bloom gateway (`KEEP_ALL_FILTER` when the querier has none). */
+  readonly chunkFilter: ChunkFilter;
+  /** Where the querier counts (absent: not counted). */
+  readonly metrics: QuerierMetrics | undefined;
+  /** Decoded segments by key, sized by their encoded bytes. */
+  readonly segments: ObjectCache<{ segment: IndexSegment; bytes: number }>;
+  /** Encoded chunks by key. */
+  readonly chunks: ObjectCache<Uint8Array>;
+  /** Label records of the series' canonical label strings. */
+  readonly labels: ParsedLabels;
+}
+
+/** The deadline and counters of one query. */
+export class QueryContext {
+  readonly stats = new QueryStats();
+  readonly started = performance.now();
+  private readonly deadline: number;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly expired: Promise<never>;
+
+  constructor(readonly limits: QueryLimits) {
+    this.deadline =
+      limits.queryTimeoutMs > 0 ? this.started + limits.queryTimeoutMs : Number.POSITIVE_INFINITY;
+    this.expired = new Promise<never>((_, reject) => {
+      if (limits.queryTimeoutMs > 0) {
+        this.timer = setTimeout(() => {
+          reject(new QueryError("timeout", ERR_DEADLINE_EXCEEDED));
+        }, limits.queryTimeoutMs);
+        this.timer.unref();
+      }
+    });
+    this.expired.catch(() => undefined);
+  }
+
+  /** Throws the timeout error once the deadline has passed. */
+  check(): void {
+    if (performance.now() > this.deadline) throw new QueryError("timeout", ERR_DEADLINE_EXCEEDED);
+  }
+
+  /** `p`, or the timeout error when the deadline comes first. */
+  race<T>(p: Promise<T>): Promise<T> {
+    return Promise.race([p, this.expired]);
+  }
+
+  /** Wall time so far, in seconds. */
+  elapsed(): number {
+    return (performance.now() - this.started) / 1000;
+  }
+
+  close(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+  }
+}

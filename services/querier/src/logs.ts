@@ -1,0 +1,259 @@
+/**
+ * Log-query execution: the plan's chunks read in the query's direction and merged with the
+ * ingesters' unflushed data into the best `limit` entries ({@link TopEntries}), exact
+ * duplicates dropped, stopping once `limit` lines are certain.
+ */
+import { ChunkReader } from "@sieve/chunk";
+import {
+  compilePipeline,
+  extractBloomTests,
+  printExpr,
+  printSelector,
+  type LogExpr,
+} from "@sieve/logql";
+import { DEADLINE_CHECK_EVERY, type QuerierParts, type QueryContext } from "./context.js";
+import { fetchInOrder } from "./fetch.js";
+import { EMPTY, labelsKey, metadataRecord } from "./labels.js";
+import type { Direction } from "./params.js";
+import { plan, type PlannedChunk } from "./plan.js";
+import type { QueryStats } from "./stats.js";
+
+/** One line of a log query's answer. Treat the records as read-only. */
+export interface ResultEntry {
+  readonly timestamp: bigint;
+  readonly line: string;
+  /** Every label after the pipeline (stream, structured metadata, parsed). */
+  readonly labels: Readonly<Record<string, string>>;
+  /** The stream's own labels and the entry's metadata, to categorize `labels`. */
+  readonly stream: Readonly<Record<string, string>>;
+  readonly metadata: Readonly<Record<string, string>>;
+  /** Sort key after the timestamp: labels, line, metadata (memoised). */
+  key?: string;
+}
+
+/** A log query's answer: entries in the query's direction across all streams. */
+export interface LogResult {
+  readonly entries: ResultEntry[];
+  readonly stats: QueryStats;
+}
+
+/** A log query. Times are Unix ns, [start, end). */
+export interface LogQuery {
+  readonly tenant: string;
+  readonly query: string;
+  readonly start: bigint;
+  readonly end: bigint;
+  readonly limit: number;
+  readonly direction: Direction;
+}
+
+function entryKey(e: ResultEntry): string {
+  if (e.key === undefined) {
+    const meta = e.metadata === EMPTY ? "" : labelsKey(e.metadata);
+    e.key = `${labelsKey(e.labels)}\u0000${e.line}\u0000${meta}`;
+  }
+  return e.key;
+}
+
+/**
+ * The best `limit` entries in a direction under a total order (timestamp, then labels,
+ * line, metadata), so equal timestamps always come out in the same order and logcli's
+ * paging neither repeats nor loses lines. Entries equal under the order are exact
+ * duplicates and kept once. Candidates are buffered up to twice the limit, then sorted
+ * and cut: amortised O(log limit) per entry, and once full, `worse(ts)` lets a reader stop.
+ */
+export class TopEntries {
+  private buf: ResultEntry[] = [];
+  private threshold: ResultEntry | undefined;
+  /** Exact duplicates dropped. */
+  duplicates = 0;
+
+  constructor(
+    private readonly limit: number,
+    private readonly backward: boolean,
+  ) {}
+
+  /** Order in the direction: negative when `a` comes first. */
+  compare(a: ResultEntry, b: ResultEntry): number {
+    if (a.timestamp !== b.timestamp) {
+      const earlier = a.timestamp < b.timestamp ? -1 : 1;
+      return this.backward ? -earlier : earlier;
+    }
+    const ka = entryKey(a);
+    const kb = entryKey(b);
+    return ka < kb ? -1 : ka > kb ? 1 : 0;
+  }
+
+  /** True once `limit` entries are held: later candidates must beat the last of them. */
+  get full(): boolean {
+    return this.threshold !== undefined;
+  }
+
+  /** True when no entry at `ts` can make the answer (it is past the limit-th entry). */
+  worse(ts: bigint): boolean {
+    const t = this.threshold;
+    if (t === undefined) return false;
+    return this.backward ? ts < t.timestamp : ts > t.timestamp;
+  }
+
+  add(e: ResultEntry): void {
+    const t = this.threshold;
+    if (t !== undefined) {
+      const c = this.compare(e, t);
+      if (c > 0) return;
+      if (c === 0) {
+        this.duplicates++;
+        return;
+      }
+    }
+    this.buf.push(e);
+    if (this.buf.length >= Math.max(2 * this.limit, 64)) this.compact();
+  }
+
+  private compact(): void {
+    this.buf.sort((a, b) => this.compare(a, b));
+    const kept: ResultEntry[] = [];
+    for (const e of this.buf) {
+      const last = kept[kept.length - 1];
+      if (last !== undefined && this.compare(last, e) === 0) {
+        this.duplicates++;
+        continue;
+      }
+      kept.push(e);
+      if (kept.length === this.limit) break;
+    }
+    this.buf = kept;
+    if (kept.length === this.limit) this.threshold = kept[kept.length - 1];
+  }
+
+  /**
+   * Sorts and cuts once `limit` candidates are buffered, so that {@link full} and
+   * {@link worse} can stop the reader early (called between chunks).
+   */
+  settle(): void {
+    if (this.threshold === undefined && this.buf.length >= this.limit) this.compact();
+  }
+
+  /** The answer, in the direction. */
+  result(): ResultEntry[] {
+    this.compact();
+    return this.buf;
+  }
+}
+
+/** Runs a log query over the plan and the ingesters: the best `q.limit` entries, in order. */
+export async function runLogs(
+  parts: QuerierParts,
+  expr: LogExpr,
+  q: LogQuery,
+  ctx: QueryContext,
+): Promise<ResultEntry[]> {
+  const stats = ctx.stats;
+  const backward = q.direction === "backward";
+  const top = new TopEntries(q.limit, backward);
+  const pipeline = compilePipeline(expr.pipeline);
+  const testLine = pipeline.lineOnly ? pipeline.testLine : undefined;
+  if (q.end <= q.start) return [];
+  const through = q.end - 1n;
+  const [planned, fromIngesters] = await Promise.all([
+    plan(parts, q.tenant, [expr.matchers], q.start, through, extractBloomTests(expr), ctx),
+    stats.time("ingester", () =>
+      ctx.race(
+        parts.ingesters.query({
+          tenant: q.tenant,
+          selector: printSelector(expr.matchers),
+          query: printExpr(expr),
+          start: q.start,
+          end: q.end,
+          direction: q.direction,
+          limit: q.limit,
+        }),
+      ),
+    ),
+  ]);
+  const t0 = performance.now();
+  let fetchBefore = stats.stages.fetch;
+  let n = 0;
+  for (const s of fromIngesters) {
+    const labels = parts.labels.of(s.labels);
+    stats.ingesterStreams++;
+    for (const e of s.entries) {
+      if (e.timestamp < q.start || e.timestamp >= q.end) continue;
+      stats.ingesterLines++;
+      stats.ingesterBytes += e.line.length;
+      if (top.worse(e.timestamp)) break;
+      const metadata =
+        Object.keys(e.structuredMetadata).length === 0 ? EMPTY : e.structuredMetadata;
+      const out = pipeline.process({
+        timestamp: e.timestamp,
+        line: e.line,
+        labels,
+        structuredMetadata: metadata,
+      });
+      if (out === null) continue;
+      stats.linesMatched++;
+      top.add({
+        timestamp: e.timestamp,
+        line: out.line,
+        labels: out.labels,
+        stream: labels,
+        metadata,
+      });
+    }
+  }
+  // Chunks in the direction: forward by start time, backward by end time, so once the
+  // limit-th line is before the next chunk's start (after its end), no later chunk can
+  // beat it either.
+  const ordered = [...planned].sort((a, b) => {
+    const x = backward ? b.chunk.ref.through : a.chunk.ref.from;
+    const y = backward ? a.chunk.ref.through : b.chunk.ref.from;
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
+  top.settle();
+  const cannotBeat = (c: PlannedChunk): boolean =>
+    top.full && top.worse(backward ? c.chunk.ref.through : c.chunk.ref.from);
+  for await (const { planned: p, bytes } of fetchInOrder(
+    parts,
+    ordered,
+    ctx,
+    (c) => !cannotBeat(c),
+  )) {
+    top.settle();
+    if (cannotBeat(p)) break;
+    const reader = new ChunkReader(bytes);
+    for (const b of reader.blocks) {
+      if (b.maxTs >= q.start && b.minTs < q.end) stats.bytesDecompressed += b.rawLength;
+    }
+    for (const e of reader.entries({ from: q.start, through: q.end, direction: q.direction })) {
+      if (++n % DEADLINE_CHECK_EVERY === 0) ctx.check();
+      stats.linesScanned++;
+      if (top.worse(e.timestamp)) break;
+      // A line filter alone needs no labels: refuse the line before allocating its
+      // metadata record (a needle scan refuses nearly every line).
+      if (testLine !== undefined && !testLine(e.line)) continue;
+      const metadata = metadataRecord(e.structuredMetadata);
+      const out = pipeline.process({
+        timestamp: e.timestamp,
+        line: e.line,
+        labels: p.labels,
+        structuredMetadata: metadata,
+      });
+      if (out === null) continue;
+      stats.linesMatched++;
+      top.add({
+        timestamp: e.timestamp,
+        line: out.line,
+        labels: out.labels,
+        stream: p.labels,
+        metadata,
+      });
+    }
+  }
+  const result = top.result();
+  stats.duplicatesDropped += top.duplicates;
+  parts.metrics?.linesScanned.inc(stats.linesScanned);
+  // Evaluation is the loop's time minus the time spent waiting for chunks inside it.
+  fetchBefore = stats.stages.fetch - fetchBefore;
+  stats.stages.eval += (performance.now() - t0) / 1000 - fetchBefore;
+  return result;
+}

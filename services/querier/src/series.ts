@@ -1,0 +1,85 @@
+/**
+ * The series, labels and index-stats endpoints: series from the index (no chunks read)
+ * merged with the ingesters' recent series.
+ */
+import { matchesLabels, type Matcher } from "@sieve/logql";
+import type { QuerierParts, QueryContext } from "./context.js";
+import { readSeries } from "./plan.js";
+
+/** What `/index/stats` answers (Loki's shape). */
+export interface IndexStats {
+  streams: number;
+  chunks: number;
+  bytes: number;
+  entries: number;
+}
+
+/**
+ * Label sets of the tenant's series over [start, end] matching any group (all when none):
+ * `groups` as the client wrote them, for the ingesters, and `selectors` parsed from them.
+ */
+export async function selectSeries(
+  parts: QuerierParts,
+  tenant: string,
+  groups: readonly string[],
+  selectors: readonly Matcher[][],
+  start: bigint,
+  end: bigint,
+  ctx: QueryContext,
+): Promise<Readonly<Record<string, string>>[]> {
+  const fromStore = await readSeries(parts, tenant, start, end, ctx);
+  const fromIngesters = await ctx.race(
+    Promise.all(
+      (groups.length === 0 ? [undefined] : groups).map((selector) =>
+        parts.ingesters.series({
+          tenant,
+          start,
+          end,
+          ...(selector !== undefined && { selector }),
+        }),
+      ),
+    ),
+  );
+  const out = new Map<string, Readonly<Record<string, string>>>();
+  const consider = (canonical: string): void => {
+    if (out.has(canonical)) return;
+    const labels = parts.labels.of(canonical);
+    if (selectors.length === 0 || selectors.some((m) => matchesLabels(m, labels)))
+      out.set(canonical, labels);
+  };
+  for (const s of fromStore) consider(s.labels);
+  for (const answer of fromIngesters) for (const s of answer) consider(s.labels);
+  return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, l]) => l);
+}
+
+/**
+ * Streams, chunks, bytes and entries the index holds for `query` (whose `matchers` these
+ * are) over [start, end].
+ */
+export async function readIndexStats(
+  parts: QuerierParts,
+  tenant: string,
+  query: string,
+  matchers: readonly Matcher[],
+  start: bigint,
+  end: bigint,
+  ctx: QueryContext,
+): Promise<IndexStats> {
+  const out: IndexStats = { streams: 0, chunks: 0, bytes: 0, entries: 0 };
+  const streams = new Set<string>();
+  for (const s of await readSeries(parts, tenant, start, end, ctx)) {
+    if (!matchesLabels(matchers, parts.labels.of(s.labels))) continue;
+    streams.add(s.labels);
+    for (const c of s.chunks) {
+      out.chunks++;
+      out.bytes += c.bytes;
+      out.entries += c.entries;
+    }
+  }
+  // As Loki's, a stream still only in an ingester counts (its head chunks do not: the
+  // ingesters answer series, not sizes).
+  const recent = await ctx.race(parts.ingesters.series({ tenant, selector: query, start, end }));
+  for (const s of recent) streams.add(s.labels);
+  out.streams = streams.size;
+  return out;
+}
