@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { expectCode, objectStoreContract } from "./contract.test-helper.js";
 import { StorageError } from "./errors.js";
-import { S3ObjectStore } from "./s3.js";
+import { S3ObjectStore, type S3ObjectStoreConfig } from "./s3.js";
 import { createTestBucket, dropTestBucket, s3Endpoint } from "./s3.test-helper.js";
 
 let shared: S3ObjectStore | undefined;
@@ -29,6 +29,18 @@ objectStoreContract("S3ObjectStore on MinIO", () => {
 });
 
 const creds = { accessKeyId: "test", secretAccessKey: "test" };
+
+/** A store of bucket `b` at a loopback server of the test's own, with `options` on top. */
+function storeAt(url: string, options: Partial<S3ObjectStoreConfig>): S3ObjectStore {
+  return new S3ObjectStore({
+    bucket: "b",
+    region: "us-east-1",
+    endpoint: url,
+    forcePathStyle: true,
+    credentials: creds,
+    ...options,
+  });
+}
 
 /**
  * A loopback HTTP server that answers every request with `answer`, counting requests:
@@ -106,14 +118,7 @@ describe("S3ObjectStore", () => {
       res.writeHead(503, { "content-type": "application/xml" });
       res.end("<Error><Code>SlowDown</Code><Message>slow down</Message></Error>");
     });
-    const store = new S3ObjectStore({
-      bucket: "b",
-      region: "us-east-1",
-      endpoint: server.url,
-      forcePathStyle: true,
-      credentials: creds,
-      maxAttempts: 3,
-    });
+    const store = storeAt(server.url, { maxAttempts: 3 });
     try {
       const err = await store.get("k").catch((e: unknown) => e);
       expect((err as StorageError).code).toBe("backend");
@@ -131,14 +136,7 @@ describe("S3ObjectStore", () => {
       res.writeHead(403, { "content-type": "application/xml" });
       res.end("<Error><Code>AccessDenied</Code><Message>no</Message></Error>");
     });
-    const store = new S3ObjectStore({
-      bucket: "b",
-      region: "us-east-1",
-      endpoint: server.url,
-      forcePathStyle: true,
-      credentials: creds,
-      maxAttempts: 3,
-    });
+    const store = storeAt(server.url, { maxAttempts: 3 });
     try {
       await expectCode(store.get("k"), "backend");
       expect(server.requests()).toBe(1);
@@ -150,15 +148,7 @@ describe("S3ObjectStore", () => {
 
   test("a server that never answers times out, and the timeout is retried", async () => {
     const server = await answering(() => undefined); // holds every request open
-    const store = new S3ObjectStore({
-      bucket: "b",
-      region: "us-east-1",
-      endpoint: server.url,
-      forcePathStyle: true,
-      credentials: creds,
-      requestTimeoutMs: 300,
-      maxAttempts: 2,
-    });
+    const store = storeAt(server.url, { requestTimeoutMs: 300, maxAttempts: 2 });
     try {
       await expectCode(store.head("k"), "backend");
       expect(server.requests()).toBe(2);
