@@ -266,38 +266,31 @@ describe("ingester on a write-ahead log and a file-system store", () => {
       const series = await client.series({ tenant: "team-b", start: T0, end: T0 + 1_000_000_000n });
       expect(series.map((s) => s.labels)).toEqual([`{app="api"}`, `{app="api"}`]);
 
-      const mismatch = await fetch(`${url}/ingester/v1/query`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-scope-orgid": "team-b" },
-        body: JSON.stringify({
-          tenant: "team-a",
-          selector: `{app="api"}`,
-          start: "0",
-          end: "1",
-          direction: "forward",
-          limit: 0,
-        }),
+      const post = (path: string, tenant: string, body: object) =>
+        fetch(`${url}${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-scope-orgid": tenant },
+          body: JSON.stringify(body),
+        });
+      const query = { start: "0", end: "1", direction: "forward", limit: 0 };
+      const mismatch = await post("/ingester/v1/query", "team-b", {
+        tenant: "team-a",
+        selector: `{app="api"}`,
+        ...query,
       });
       expect(mismatch.status).toBe(400);
       expect(((await mismatch.json()) as { code: string }).code).toBe("tenant_mismatch");
-      const bad = await fetch(`${url}/ingester/v1/query`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-scope-orgid": "team-a" },
-        body: JSON.stringify({
-          tenant: "team-a",
-          selector: `{app=`,
-          start: "0",
-          end: "1",
-          direction: "forward",
-          limit: 0,
-        }),
+      const bad = await post("/ingester/v1/query", "team-a", {
+        tenant: "team-a",
+        selector: `{app=`,
+        ...query,
       });
       expect(bad.status).toBe(400);
       expect(((await bad.json()) as { code: string }).code).toBe("invalid_selector");
-      const badNumber = await fetch(`${url}/ingester/v1/series`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-scope-orgid": "team-a" },
-        body: JSON.stringify({ tenant: "team-a", start: 0, end: "1" }),
+      const badNumber = await post("/ingester/v1/series", "team-a", {
+        tenant: "team-a",
+        start: 0,
+        end: "1",
       });
       expect(badNumber.status).toBe(400);
 
