@@ -25,7 +25,7 @@ import {
   type QueueConsumer,
   type QueueWriter,
 } from "@sieve/queue";
-import { FsObjectStore, S3ObjectStore, type ObjectStore } from "@sieve/storage";
+import { openStore as openStorage, type ObjectStore, type StoreConfig } from "@sieve/storage";
 import type { SieveConfig } from "./config.js";
 
 /** What `sieve <target>` can run. */
@@ -62,16 +62,24 @@ function ingesterConfig(target: Target, config: IngesterConfig): IngesterConfig 
   return { ...config, instanceId: host === "" ? config.instanceId : host };
 }
 
-/** Opens the configured object store. */
-export function openStore(config: SieveConfig): ObjectStore {
-  if (config.storage.backend === "filesystem") return new FsObjectStore(config.storage.dir);
+/** The configured object store, as data (a query worker opens its own from it). */
+export function storeConfig(config: SieveConfig): StoreConfig {
+  if (config.storage.backend === "filesystem") {
+    return { backend: "filesystem", dir: config.storage.dir };
+  }
   const { bucket, region, endpoint, forcePathStyle } = config.storage.s3;
-  return new S3ObjectStore({
+  return {
+    backend: "s3",
     bucket,
     forcePathStyle,
     ...(region !== "" && { region }),
     ...(endpoint !== "" && { endpoint }),
-  });
+  };
+}
+
+/** Opens the configured object store. */
+export function openStore(config: SieveConfig): ObjectStore {
+  return openStorage(storeConfig(config));
 }
 
 function kafkaOptions(config: SieveConfig) {

@@ -5,3 +5,5 @@ export type { ObjectInfo, ObjectStore } from "./store.js";
 export { FsObjectStore } from "./fs.js";
 export { S3ObjectStore, S3_DEFAULTS } from "./s3.js";
 export type { S3ObjectStoreConfig } from "./s3.js";
+export { openStore } from "./open.js";
+export type { StoreConfig } from "./open.js";

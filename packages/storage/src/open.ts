@@ -1,0 +1,18 @@
+import { FsObjectStore } from "./fs.js";
+import { S3ObjectStore, type S3ObjectStoreConfig } from "./s3.js";
+import type { ObjectStore } from "./store.js";
+
+/**
+ * Which object store to open, as plain data: it crosses thread boundaries (a query worker
+ * opens its own store from it) and comes from the `storage` section of the configuration.
+ */
+export type StoreConfig =
+  | { readonly backend: "filesystem"; readonly dir: string }
+  | ({ readonly backend: "s3" } & Omit<S3ObjectStoreConfig, "credentials">);
+
+/** Opens the store `config` names (S3 credentials come from the SDK's standard chain). */
+export function openStore(config: StoreConfig): ObjectStore {
+  if (config.backend === "filesystem") return new FsObjectStore(config.dir);
+  const { backend: _backend, ...s3 } = config;
+  return new S3ObjectStore(s3);
+}
