@@ -60,6 +60,18 @@ describe("loadSieveConfig", () => {
       },
     },
     {
+      name: "the internal listener is off unless a port is given (0: any free port)",
+      sources: () => ({ file: file("server: { internalPort: 9095 }\n"), env: {} }),
+      check: (c) => {
+        expect(c.server.internalPort).toBe(9095);
+        expect(loadSieveConfig({ env: {} }).server.internalPort).toBeUndefined();
+        expect(loadSieveConfig({ env: { SIEVE_INTERNAL_PORT: "0" } }).server.internalPort).toBe(0);
+        expect(thrown(() => loadSieveConfig({ env: { SIEVE_INTERNAL_PORT: "x" } }))).toBeInstanceOf(
+          SieveConfigError,
+        );
+      },
+    },
+    {
       name: "lists come from YAML sequences or comma-separated variables",
       sources: () => ({
         file: file("cluster: { ingesterUrls: [ 'http://a:1', 'http://b:2' ] }\n"),

@@ -9,7 +9,16 @@ import type { Env } from "@sieve/config";
  * (`distributor`, `ingester`, `querier`, `bloomGateway`; see docs/configuration.md).
  */
 export interface SieveConfig {
-  readonly server: { readonly host: string; readonly port: number };
+  readonly server: {
+    readonly host: string;
+    readonly port: number;
+    /**
+     * Where the internal APIs (`/flush`, the ingester's query API, the bloom gateway's
+     * filter API) listen, on `host`; undefined: on `port` with the public API. Loki keeps
+     * them on its internal gRPC port; the cluster configs set this.
+     */
+    readonly internalPort: number | undefined;
+  };
   /** Root of everything local: the write-ahead log and the filesystem store default under it. */
   readonly dataDir: string;
   readonly storage: StorageConfig;
@@ -92,20 +101,26 @@ export interface SieveConfigSources {
   readonly flags?: { readonly port?: string; readonly dataDir?: string; readonly host?: string };
 }
 
-type Kind = "string" | "port" | "partitions" | "boolean" | "list";
+type Kind = "string" | "port" | "optionalPort" | "partitions" | "boolean" | "list";
 
 /** One option: its dotted path, kind, default and environment variable. */
 interface Option {
   readonly path: string;
   readonly kind: Kind;
   readonly env: string;
-  readonly fallback: string | number | boolean | readonly string[];
+  readonly fallback: string | number | boolean | readonly string[] | null;
 }
 
 // Config is data: every option in one line (STYLE.md 11). Empty directories default under dataDir.
 const OPTIONS: readonly Option[] = [
   { path: "server.host", kind: "string", env: "SIEVE_HOST", fallback: "0.0.0.0" },
   { path: "server.port", kind: "port", env: "SIEVE_PORT", fallback: 3100 },
+  {
+    path: "server.internalPort",
+    kind: "optionalPort",
+    env: "SIEVE_INTERNAL_PORT",
+    fallback: null,
+  },
   { path: "dataDir", kind: "string", env: "SIEVE_DATA_DIR", fallback: "./data" },
   { path: "storage.backend", kind: "string", env: "SIEVE_STORAGE_BACKEND", fallback: "filesystem" },
   { path: "storage.dir", kind: "string", env: "SIEVE_STORAGE_DIR", fallback: "" },
@@ -192,11 +207,15 @@ function coerce(option: Option, name: string, raw: unknown): unknown {
       if (typeof text === "boolean") return text;
       if (text === "true" || text === "false") return text === "true";
       throw new ConfigError("invalid_value", name, "true or false");
+    case "optionalPort":
+      // Unset (empty or null): no listener of its own; otherwise a port as below.
+      return text === "" || text === null ? null : coerce({ ...option, kind: "port" }, name, text);
     case "port":
     case "partitions": {
       const n = typeof text === "number" ? text : Number(text);
-      const max = option.kind === "port" ? 65535 : 4096;
-      if (!Number.isInteger(n) || n < (option.kind === "port" ? 0 : 1) || n > max) {
+      const port = option.kind !== "partitions";
+      const max = port ? 65535 : 4096;
+      if (!Number.isInteger(n) || n < (port ? 0 : 1) || n > max) {
         throw new ConfigError("invalid_value", name, `an integer up to ${max}`);
       }
       return n;
@@ -229,7 +248,11 @@ function build(v: Record<string, unknown>): SieveConfig {
     throw new ConfigError("invalid_value", "queue.backend", "wal or kafka");
   }
   const config: SieveConfig = {
-    server: { host: str("server.host"), port: v["server.port"] as number },
+    server: {
+      host: str("server.host"),
+      port: v["server.port"] as number,
+      internalPort: (v["server.internalPort"] as number | null) ?? undefined,
+    },
     dataDir,
     storage: {
       backend: storageBackend,

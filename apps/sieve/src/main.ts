@@ -74,7 +74,7 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`sieve: ${(error as Error).message}\n`);
     return 1;
   }
-  logger.info({ url: running.url }, `sieve ${target} is ready`);
+  logger.info({ url: running.url, internalUrl: running.internalUrl }, `sieve ${target} is ready`);
   const stopped = new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
       logger.info({ signal }, "shutting down: flushing head chunks");

@@ -10,6 +10,8 @@ export const SIEVE_MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.u
 export interface SieveProcess {
   /** Base URL, e.g. `http://127.0.0.1:41234`. */
   readonly url: string;
+  /** Base URL of the internal APIs: {@link url} unless `server.internalPort` is set. */
+  readonly internalUrl: string;
   readonly child: ChildProcess;
   /** Everything it printed so far, for failure messages. */
   output(): string;
@@ -33,7 +35,7 @@ export async function spawnSieve(
   let out = "";
   let pending = "";
   const exited = once(child, "exit").then(([code]) => code as number | null);
-  const url = await new Promise<string>((resolve, reject) => {
+  const urls = await new Promise<{ url: string; internalUrl: string }>((resolve, reject) => {
     const timer = setTimeout(() => {
       reject(new Error(`sieve ${args.join(" ")} not ready after 30 s:\n${out}`));
     }, 30_000);
@@ -48,10 +50,10 @@ export async function spawnSieve(
         pending = pending.slice(newline + 1);
         if (!line.includes("is ready")) continue;
         try {
-          const record = JSON.parse(line) as { url?: string };
+          const record = JSON.parse(line) as { url?: string; internalUrl?: string };
           if (typeof record.url === "string") {
             clearTimeout(timer);
-            resolve(record.url);
+            resolve({ url: record.url, internalUrl: record.internalUrl ?? record.url });
           }
         } catch {
           // Not a log record: keep reading.
@@ -64,7 +66,7 @@ export async function spawnSieve(
     });
   });
   return {
-    url,
+    ...urls,
     child,
     output: () => out,
     async stop(signal = "SIGTERM") {

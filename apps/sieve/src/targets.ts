@@ -38,6 +38,8 @@ export interface Running {
   readonly app: FastifyInstance;
   /** The address it listens on, e.g. `http://127.0.0.1:3100`. */
   readonly url: string;
+  /** The internal listener's address when `server.internalPort` is set, else {@link url}. */
+  readonly internalUrl: string;
   /** Stops accepting, flushes every head chunk, commits the queue, closes files. */
   close(): Promise<void>;
 }
@@ -103,6 +105,13 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
   collectDefaultMetrics({ register: registry });
   // A pino Logger as fastify's logger narrows the instance type; the plugins take the default one.
   const app = Fastify({ loggerInstance: logger }) as unknown as FastifyInstance;
+  // The internal APIs get a listener of their own when configured, as Loki keeps its
+  // ingester and gateway calls on the internal gRPC port: the push port then serves
+  // only what a client may call.
+  const separate = config.server.internalPort !== undefined;
+  const internal = separate
+    ? (Fastify({ loggerInstance: logger }) as unknown as FastifyInstance)
+    : app;
   const closers: (() => Promise<void>)[] = [];
   const readiness: (() => boolean)[] = [];
   const wants = (role: Exclude<Target, "all">): boolean => target === "all" || target === role;
@@ -156,7 +165,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         logger,
         registry,
       });
-      await app.register(ingester.plugin({ serveOps: false }));
+      await internal.register(ingester.plugin({ serveOps: false }));
       const running = ingester.ingester;
       readiness.push(() => running.ready);
       // Runs before the queue closes (closers run in reverse): flush, commit, then close.
@@ -167,7 +176,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
     if (wants("bloom-gateway")) {
       const gatewayConfig = loadGatewayConfig(sources);
       gateway = new BloomGateway(gatewayConfig, store!, logger, registry);
-      await app.register(
+      await internal.register(
         bloomGatewayPlugin({
           config: gatewayConfig,
           store: store!,
@@ -210,38 +219,44 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       );
     }
 
-    app.get("/ready", async (_request, reply) => {
-      const ready = readiness.every((check) => check());
-      return reply
-        .code(ready ? 200 : 503)
-        .type("text/plain")
-        .send(ready ? "ready\n" : "not ready\n");
-    });
-    app.get("/metrics", async (_request, reply) => {
-      return reply.type(registry.contentType).send(await registry.metrics());
-    });
+    for (const server of separate ? [app, internal] : [app]) {
+      server.get("/ready", async (_request, reply) => {
+        const ready = readiness.every((check) => check());
+        return reply
+          .code(ready ? 200 : 503)
+          .type("text/plain")
+          .send(ready ? "ready\n" : "not ready\n");
+      });
+      server.get("/metrics", async (_request, reply) => {
+        return reply.type(registry.contentType).send(await registry.metrics());
+      });
+    }
 
     if (ingester !== undefined) await ingester.ingester.start();
+    const internalUrl = separate
+      ? await internal.listen({ host: config.server.host, port: config.server.internalPort })
+      : undefined;
     const address = await app.listen({ host: config.server.host, port: config.server.port });
     let closing: Promise<void> | undefined;
     return {
       app,
       url: address,
-      close: () => (closing ??= shutdown(app, closers, logger)),
+      internalUrl: internalUrl ?? address,
+      close: () => (closing ??= shutdown([app, internal], closers, logger)),
     };
   } catch (error) {
-    await shutdown(app, closers, logger);
+    await shutdown([app, internal], closers, logger);
     throw error;
   }
 }
 
 /** Stops accepting requests, then runs the closers newest first (ingester before its queue). */
 async function shutdown(
-  app: FastifyInstance,
+  servers: readonly FastifyInstance[],
   closers: readonly (() => Promise<void>)[],
   logger: Logger,
 ): Promise<void> {
-  await app.close();
+  await Promise.all([...new Set(servers)].map((server) => server.close()));
   for (const close of [...closers].reverse()) {
     try {
       await close();

@@ -1,0 +1,101 @@
+// Issue 10, case 8: with `server.internalPort` set, the internal APIs (`/flush`, the
+// ingester's query API, the bloom gateway's filter API) answer only on the internal
+// listener; the public port serves what a client may call. Unset, both share one port.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnSieve, type SieveProcess } from "./sieve.test-helper.js";
+
+const INTERNAL_ROUTES = [
+  { path: "/flush", body: "" },
+  {
+    path: "/ingester/v1/query",
+    body: JSON.stringify({
+      tenant: "fake",
+      selector: '{app="internal"}',
+      start: "0",
+      end: String(BigInt(Date.now() + 60_000) * 1_000_000n),
+      direction: "forward",
+      limit: 10,
+    }),
+  },
+  { path: "/bloomgateway/v1/filter", body: "" },
+];
+
+async function post(base: string, path: string, body: string): Promise<number> {
+  const response = await fetch(new URL(path, base), {
+    method: "POST",
+    ...(body !== "" && { headers: { "content-type": "application/json" }, body }),
+  });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+async function pushOne(base: string): Promise<void> {
+  const ts = String(BigInt(Date.now()) * 1_000_000n);
+  const response = await fetch(new URL("/loki/api/v1/push", base), {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ streams: [{ stream: { app: "internal" }, values: [[ts, "line"]] }] }),
+  });
+  expect(response.status).toBe(204);
+}
+
+describe("sieve all with server.internalPort", () => {
+  let dir: string;
+  let sieve: SieveProcess;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "sieve-internal-"));
+    sieve = await spawnSieve(["all", "--data-dir", dir], { SIEVE_INTERNAL_PORT: "0" });
+  });
+  afterAll(async () => {
+    await sieve.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("listens on two ports", () => {
+    expect(sieve.internalUrl).not.toBe(sieve.url);
+  });
+
+  it.each(INTERNAL_ROUTES)("refuses $path on the public port", async ({ path, body }) => {
+    expect(await post(sieve.url, path, body)).toBe(404);
+  });
+
+  it("serves the internal APIs on the internal port", async () => {
+    await pushOne(sieve.url);
+    const query = INTERNAL_ROUTES[1]!;
+    const response = await fetch(new URL(query.path, sieve.internalUrl), {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-scope-orgid": "fake" },
+      body: query.body,
+    });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('"line"');
+    expect(await post(sieve.internalUrl, "/flush", "")).toBe(204);
+  });
+
+  it("serves the public API only on the public port, /ready on both", async () => {
+    for (const base of [sieve.url, sieve.internalUrl]) {
+      expect((await fetch(new URL("/ready", base))).status).toBe(200);
+    }
+    const labels = await fetch(new URL("/loki/api/v1/labels", sieve.internalUrl));
+    expect(labels.status).toBe(404);
+  });
+});
+
+describe("sieve all without server.internalPort", () => {
+  it("serves the internal APIs on its one port, as before", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "sieve-internal-"));
+    const sieve = await spawnSieve(["all", "--data-dir", dir]);
+    try {
+      expect(sieve.internalUrl).toBe(sieve.url);
+      await pushOne(sieve.url);
+      expect(await post(sieve.url, "/flush", "")).toBe(204);
+    } finally {
+      await sieve.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
