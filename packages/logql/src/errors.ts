@@ -1,6 +1,7 @@
 /**
  * Every way this package refuses its input, as one table: the code is what callers switch on
- * (the querier maps `parse` and `validation` to HTTP 400), the text is the start of the message.
+ * (the querier maps every code to HTTP 400), the text is the start of the message; a `limit`
+ * error's message is Loki's or Prometheus' own words, naming the limit.
  */
 export const LOGQL_ERRORS = {
   parse: "parse error",
@@ -9,6 +10,7 @@ export const LOGQL_ERRORS = {
   pipeline: "pipeline error",
   evaluation: "evaluation error",
   invalid_parameters: "invalid evaluation parameters",
+  limit: "limit exceeded",
 } as const;
 
 /** A code of {@link LOGQL_ERRORS}. */
@@ -56,4 +58,17 @@ export class ParseError extends LogqlError {
 /** Raised while evaluating a metric query, e.g. Loki's "pipeline error" for unfiltered `__error__`. */
 export class EvalError extends LogqlError {
   override readonly name = "EvalError";
+}
+
+/**
+ * A query that would exceed a resource bound while running (a line longer than
+ * `maxLineBytes`, more samples than `maxSamples`, more series than `maxSeries`). A user
+ * error, never retried: the message names the bound so that the user can narrow the query.
+ */
+export class LimitError extends LogqlError {
+  override readonly name = "LimitError";
+
+  constructor(message: string) {
+    super("limit", message);
+  }
 }

@@ -8,8 +8,21 @@ import { validateExpr } from "./validate.js";
 
 export type * from "./ast.js";
 export { isLogExpr, PARSER_STAGES } from "./ast.js";
-export { LOGQL_ERRORS, LogqlError, ParseError, EvalError, type LogqlErrorCode } from "./errors.js";
-export { parseSyntax, DEFAULT_MAX_QUERY_LENGTH, type ParseOptions } from "./parser.js";
+export {
+  LOGQL_ERRORS,
+  LogqlError,
+  ParseError,
+  EvalError,
+  LimitError,
+  type LogqlErrorCode,
+} from "./errors.js";
+export {
+  parseSyntax,
+  DEFAULT_MAX_QUERY_LENGTH,
+  DEFAULT_MAX_DEPTH,
+  DEFAULT_MAX_NODES,
+  type ParseOptions,
+} from "./parser.js";
 export { validateExpr, selectorIsSpecific, ERR_EMPTY_SELECTOR } from "./validate.js";
 export { printExpr, printLabelFilter, printSelector, printStage, quote } from "./printer.js";
 export { matchesLabels, matcherMatches } from "./matchers.js";
@@ -39,8 +52,10 @@ export {
   compileLabelFilter,
   LABEL_FILTER_ERR,
   TEMPLATE_FORMAT_ERR,
+  DEFAULT_MAX_LINE_BYTES,
   type LogEntry,
   type Pipeline,
+  type PipelineOptions,
   type PipelineOutput,
 } from "./pipeline.js";
 export { ERROR_LABEL, ERROR_DETAILS_LABEL, LabelsBuilder } from "./builder.js";
@@ -52,6 +67,9 @@ export {
   nsToSeconds,
   quantile,
   MAX_POINTS,
+  DEFAULT_MAX_SAMPLES,
+  DEFAULT_MAX_SERIES,
+  type EvalOptions,
   type Matrix,
   type Vector,
   type RangeParams,

@@ -7,9 +7,15 @@
  */
 import type { Expr, Grouping, LogRange, SampleExpr, VectorMatching } from "./ast.js";
 import { ERROR_LABEL } from "./builder.js";
-import { EvalError } from "./errors.js";
+import { EvalError, LimitError } from "./errors.js";
 import { matchesLabels } from "./matchers.js";
-import { compileLabelFilter, compilePipeline, parseFloatStrict } from "./pipeline.js";
+import {
+  compileLabelFilter,
+  compilePipeline,
+  parseFloatStrict,
+  type PipelineOptions,
+} from "./pipeline.js";
+import { printExpr } from "./printer.js";
 import { compileRegex } from "./regex.js";
 import { parseBytes, parseDuration } from "./units.js";
 
@@ -42,26 +48,151 @@ interface Sample {
   labels: Record<string, string>;
   value: number;
 }
+/** The samples of one step, keyed by `labelsKey(sample.labels)` (always: the key is reused). */
 type StepVector = Map<string, Sample>;
-type Value = { scalar: true; values: number[] } | { scalar: false; steps: StepVector[] };
+/**
+ * An intermediate result. `count` is the samples it holds (charged to the budget);
+ * `borrowed` marks a result shared with a later use, which its consumer must not release.
+ */
+type Value = ({ scalar: true; values: number[] } | { scalar: false; steps: StepVector[] }) & {
+  count: number;
+  borrowed?: true;
+};
+
+/** Bounds of one evaluation. Each refusal is a {@link LimitError}, a user error. */
+export interface EvalOptions {
+  /**
+   * Most samples held in memory at once: points read by range aggregations plus the samples
+   * of intermediate and final results (Prometheus' `query.max-samples`, with its message).
+   * Default {@link DEFAULT_MAX_SAMPLES}.
+   */
+  maxSamples?: number;
+  /** Most series in the result (Loki's `max_query_series`). Default {@link DEFAULT_MAX_SERIES}. */
+  maxSeries?: number;
+  /** Passed to the pipelines of the range aggregations, see `PipelineOptions.maxLineBytes`. */
+  maxLineBytes?: number;
+}
+
+/**
+ * Default for {@link EvalOptions.maxSamples}. A held sample costs about 100-150 bytes of heap
+ * here (map entry, sample object, point), so 5,000,000 is 0.5-0.75 GB: Prometheus' 50 M
+ * default at its 16 bytes a sample would not fit a query worker's heap. A full result at
+ * Loki's limits (500 series x 11,000 points) is 5.5 M, but real range queries hold far
+ * fewer: 500 series at 1,000 steps is 0.5 M.
+ */
+export const DEFAULT_MAX_SAMPLES = 5_000_000;
+/** Default for {@link EvalOptions.maxSeries}: Loki's `max_query_series`. */
+export const DEFAULT_MAX_SERIES = 500;
+
+/** Prometheus' words (`promql.ErrTooManySamples`). */
+const TOO_MANY_SAMPLES =
+  "query processing would load too many samples into memory in query execution";
+
+/** The samples held now, checked against the bound as they grow. */
+class Budget {
+  private held = 0;
+
+  constructor(private readonly max: number) {}
+
+  add(n: number): void {
+    this.held += n;
+    if (this.held > this.max) throw new LimitError(`${TOO_MANY_SAMPLES} (maxSamples ${this.max})`);
+  }
+
+  release(v: Value | number): void {
+    if (typeof v === "number") this.held -= v;
+    else if (v.borrowed !== true) this.held -= v.count;
+  }
+}
+
+/** One evaluation's state. */
+interface Ev {
+  streams: StreamEntries[];
+  steps: bigint[];
+  budget: Budget;
+  pipeline: PipelineOptions;
+  /**
+   * Range aggregations written more than once (`a / (a + b)`), by canonical text: evaluated
+   * once and shared, so N copies of one term cost one pass over the lines, not N.
+   */
+  shared: Map<string, { uses: number; value?: Value }>;
+}
+
+function newEv(
+  e: SampleExpr,
+  streams: Iterable<StreamEntries>,
+  steps: bigint[],
+  o: EvalOptions,
+): Ev {
+  const shared = new Map<string, { uses: number; value?: Value }>();
+  const walk = (x: SampleExpr): void => {
+    switch (x.kind) {
+      case "rangeAgg": {
+        const key = printExpr(x);
+        const s = shared.get(key);
+        if (s === undefined) shared.set(key, { uses: 1 });
+        else s.uses++;
+        return;
+      }
+      case "vectorAgg":
+      case "labelReplace":
+        walk(x.inner);
+        return;
+      case "binary":
+        walk(x.left);
+        walk(x.right);
+        return;
+      case "literal":
+      case "vector":
+        return;
+    }
+  };
+  walk(e);
+  for (const [key, s] of shared) if (s.uses === 1) shared.delete(key);
+  const pipeline: PipelineOptions = {};
+  if (o.maxLineBytes !== undefined) pipeline.maxLineBytes = o.maxLineBytes;
+  return {
+    streams: [...streams],
+    steps,
+    budget: new Budget(o.maxSamples ?? DEFAULT_MAX_SAMPLES),
+    pipeline,
+    shared,
+  };
+}
+
+function tooManySeries(max: number): LimitError {
+  return new LimitError(`maximum of series (${max}) reached for a single query`);
+}
 
 /** Evaluates a metric query at every step; answers Loki's matrix. */
 export function evaluateRange(
   expr: Expr,
   streams: Iterable<StreamEntries>,
   p: RangeParams,
+  options: EvalOptions = {},
 ): Matrix {
   const steps = stepTimes(p);
-  const v = evalNode(asSample(expr), [...streams], steps);
+  const e = asSample(expr);
+  const ev = newEv(e, streams, steps, options);
+  const v = evalNode(e, ev);
+  const maxSeries = options.maxSeries ?? DEFAULT_MAX_SERIES;
   const series = new Map<string, { metric: Record<string, string>; values: [number, string][] }>();
   const push = (key: string, metric: Record<string, string>, t: bigint, x: number): void => {
     let s = series.get(key);
-    if (s === undefined) series.set(key, (s = { metric, values: [] }));
+    if (s === undefined) {
+      if (series.size >= maxSeries) throw tooManySeries(maxSeries);
+      series.set(key, (s = { metric, values: [] }));
+    }
     s.values.push([nsToSeconds(t), formatValue(x)]);
   };
   steps.forEach((t, k) => {
     if (v.scalar) push("", {}, t, v.values[k]!);
-    else for (const [key, s] of v.steps[k]!) push(key, s.labels, t, s.value);
+    else {
+      // Points move from the step vectors to the matrix: the vectors go as they are read.
+      const sv = v.steps[k]!;
+      for (const [key, s] of sv) push(key, s.labels, t, s.value);
+      sv.clear();
+    }
   });
   return [...series.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, s]) => s);
 }
@@ -71,11 +202,14 @@ export function evaluateInstant(
   expr: Expr,
   streams: Iterable<StreamEntries>,
   timeNs: bigint,
+  options: EvalOptions = {},
 ): Vector {
   const e = asSample(expr);
-  const v = evalNode(e, [...streams], [timeNs]);
+  const v = evalNode(e, newEv(e, streams, [timeNs], options));
   const ts = nsToSeconds(timeNs);
   if (v.scalar) return [{ metric: {}, value: [ts, formatValue(v.values[0]!)] }];
+  const maxSeries = options.maxSeries ?? DEFAULT_MAX_SERIES;
+  if (v.steps[0]!.size > maxSeries) throw tooManySeries(maxSeries);
   const samples = [...v.steps[0]!.entries()];
   if (e.kind === "vectorAgg" && (e.op === "sort" || e.op === "sort_desc")) {
     const dir = e.op === "sort" ? 1 : -1;
@@ -140,32 +274,50 @@ export function labelsKey(l: Readonly<Record<string, string>>): string {
   return out + "}";
 }
 
-function evalNode(e: SampleExpr, streams: StreamEntries[], steps: bigint[]): Value {
+/** The samples of a vector result. */
+function counted(steps: StepVector[]): Value {
+  let count = 0;
+  for (const sv of steps) count += sv.size;
+  return { scalar: false, steps, count };
+}
+
+/** Evaluates a node; the result's samples are charged to the budget, its inputs' released. */
+function evalNode(e: SampleExpr, ev: Ev): Value {
+  const steps = ev.steps;
   switch (e.kind) {
     case "literal":
-      return { scalar: true, values: steps.map(() => e.value) };
+      ev.budget.add(steps.length);
+      return { scalar: true, values: steps.map(() => e.value), count: steps.length };
     case "vector":
+      ev.budget.add(steps.length);
       return {
         scalar: false,
         steps: steps.map(() => new Map<string, Sample>([["{}", { labels: {}, value: e.value }]])),
+        count: steps.length,
       };
-    case "rangeAgg":
-      return { scalar: false, steps: evalRangeAgg(e, streams, steps) };
+    case "rangeAgg": {
+      const key = ev.shared.size === 0 ? undefined : printExpr(e);
+      const shared = key === undefined ? undefined : ev.shared.get(key);
+      if (shared === undefined) return counted(evalRangeAgg(e, ev));
+      shared.value ??= counted(evalRangeAgg(e, ev));
+      // The last use owns the value (and releases it); earlier ones borrow it.
+      if (--shared.uses === 0) return shared.value;
+      return { ...shared.value, borrowed: true };
+    }
     case "vectorAgg": {
-      const inner = evalNode(e.inner, streams, steps);
+      const inner = evalNode(e.inner, ev);
       if (inner.scalar) throw new EvalError("evaluation", `${e.op} needs a vector, got a scalar`);
-      return {
-        scalar: false,
-        steps: inner.steps.map((sv) => aggregate(e.op, e.param, e.grouping, sv)),
-      };
+      const out = counted(inner.steps.map((sv) => aggregate(e.op, e.param, e.grouping, sv)));
+      ev.budget.add(out.count);
+      ev.budget.release(inner);
+      return out;
     }
     case "labelReplace": {
-      const inner = evalNode(e.inner, streams, steps);
+      const inner = evalNode(e.inner, ev);
       if (inner.scalar) return inner;
       const re = compileRegex(e.regex, true);
-      return {
-        scalar: false,
-        steps: inner.steps.map((sv) => {
+      const out = counted(
+        inner.steps.map((sv) => {
           const out: StepVector = new Map();
           for (const s of sv.values()) {
             const m = re.exec(s.labels[e.src] ?? "");
@@ -185,10 +337,19 @@ function evalNode(e: SampleExpr, streams: StreamEntries[], steps: bigint[]): Val
           }
           return out;
         }),
-      };
+      );
+      ev.budget.add(out.count);
+      ev.budget.release(inner);
+      return out;
     }
-    case "binary":
-      return evalBinary(e, evalNode(e.left, streams, steps), evalNode(e.right, streams, steps));
+    case "binary": {
+      const l = evalNode(e.left, ev);
+      const r = evalNode(e.right, ev);
+      const out = evalBinary(e, l, r, ev.budget);
+      ev.budget.release(l);
+      ev.budget.release(r);
+      return out;
+    }
   }
 }
 
@@ -196,6 +357,8 @@ function evalNode(e: SampleExpr, streams: StreamEntries[], steps: bigint[]): Val
 
 interface Series {
   labels: Record<string, string>;
+  /** `labelsKey(labels)`, computed once. */
+  key: string;
   ts: bigint[];
   values: number[];
 }
@@ -225,14 +388,17 @@ function convert(conv: LogRange["unwrap"], v: string): number | undefined {
   }
 }
 
+/** The points of each series in (from, to]; each point is charged to the budget. */
 function collectSeries(
   e: Extract<SampleExpr, { kind: "rangeAgg" }>,
-  streams: StreamEntries[],
+  ev: Ev,
   from: bigint,
   to: bigint,
 ): Series[] {
   const r = e.range;
-  const pipeline = compilePipeline(r.selector.pipeline);
+  const streams = ev.streams;
+  const budget = ev.budget;
+  const pipeline = compilePipeline(r.selector.pipeline, ev.pipeline);
   const post = (r.unwrap?.postFilters ?? []).map(compileLabelFilter);
   const bytes = e.op === "bytes_over_time" || e.op === "bytes_rate";
   const out = new Map<string, Series>();
@@ -273,7 +439,8 @@ function collectSeries(
       labels = group(labels, e.grouping);
       const key = labelsKey(labels);
       let s = out.get(key);
-      if (s === undefined) out.set(key, (s = { labels, ts: [], values: [] }));
+      if (s === undefined) out.set(key, (s = { labels, key, ts: [], values: [] }));
+      budget.add(1);
       s.ts.push(entry.timestamp);
       s.values.push(value);
     }
@@ -293,20 +460,19 @@ function collectSeries(
   return [...out.values()];
 }
 
-function evalRangeAgg(
-  e: Extract<SampleExpr, { kind: "rangeAgg" }>,
-  streams: StreamEntries[],
-  steps: bigint[],
-): StepVector[] {
+/** The step vectors of a range aggregation, charged to the budget as they fill. */
+function evalRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, ev: Ev): StepVector[] {
+  const steps = ev.steps;
   const { rangeNs, offsetNs } = e.range;
   const first = steps[0]!;
   const last = steps[steps.length - 1]!;
-  const series = collectSeries(e, streams, first - offsetNs - rangeNs, last - offsetNs);
+  const series = collectSeries(e, ev, first - offsetNs - rangeNs, last - offsetNs);
   const rangeSec = Number(rangeNs) / 1e9;
   const out: StepVector[] = steps.map(() => new Map<string, Sample>());
   for (const s of series) {
     let lo = 0;
     let hi = 0;
+    let filled = 0;
     steps.forEach((t, k) => {
       const end = t - offsetNs;
       const start = end - rangeNs;
@@ -323,13 +489,22 @@ function evalRangeAgg(
         end,
         rangeSec,
       );
-      if (v !== undefined) out[k]!.set(labelsKey(s.labels), { labels: s.labels, value: v });
+      if (v !== undefined) {
+        out[k]!.set(s.key, { labels: s.labels, value: v });
+        filled++;
+      }
     });
+    ev.budget.add(filled);
   }
+  for (const s of series) ev.budget.release(s.ts.length);
   if (e.op === "absent_over_time") {
     const labels: Record<string, string> = {};
     for (const m of e.range.selector.matchers) if (m.op === "=") labels[m.name] = m.value;
     const key = labelsKey(labels);
+    let filled = 0;
+    for (const sv of out) filled += sv.size;
+    ev.budget.release(filled);
+    ev.budget.add(steps.length);
     return out.map((sv) =>
       sv.size === 0
         ? new Map<string, Sample>([[key, { labels, value: 1 }]])
@@ -523,8 +698,13 @@ function arith(op: string, a: number, b: number): number {
 
 const CMP = new Set(["==", "!=", ">", ">=", "<", "<="]);
 
-function signature(labels: Record<string, string>, m: VectorMatching | undefined): string {
-  if (m === undefined) return labelsKey(labels);
+/** The matching signature of a sample; `key` is its `labelsKey`, the signature without `on`/`ignoring`. */
+function signature(
+  key: string,
+  labels: Record<string, string>,
+  m: VectorMatching | undefined,
+): string {
+  if (m === undefined) return key;
   const picked: Record<string, string> = {};
   for (const [k, v] of Object.entries(labels)) {
     if (m.on ? m.labels.includes(k) : !m.labels.includes(k)) picked[k] = v;
@@ -532,17 +712,27 @@ function signature(labels: Record<string, string>, m: VectorMatching | undefined
   return labelsKey(picked);
 }
 
-function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Value): Value {
+/** A binary operation; its result's samples are charged to `budget` step by step. */
+function evalBinary(
+  e: Extract<SampleExpr, { kind: "binary" }>,
+  l: Value,
+  r: Value,
+  budget: Budget,
+): Value {
   const op = e.op;
   if (l.scalar && r.scalar) {
-    return { scalar: true, values: l.values.map((a, k) => arith(op, a, r.values[k]!)) };
+    budget.add(l.values.length);
+    return {
+      scalar: true,
+      values: l.values.map((a, k) => arith(op, a, r.values[k]!)),
+      count: l.values.length,
+    };
   }
   if (l.scalar || r.scalar) {
     const vec = (l.scalar ? r : l) as Extract<Value, { scalar: false }>;
     const sc = (l.scalar ? l : r) as Extract<Value, { scalar: true }>;
-    return {
-      scalar: false,
-      steps: vec.steps.map((sv, k) => {
+    return counted(
+      vec.steps.map((sv, k) => {
         const out: StepVector = new Map();
         for (const [key, s] of sv) {
           const a = l.scalar ? sc.values[k]! : s.value;
@@ -552,33 +742,34 @@ function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Val
             if (x === 1) out.set(key, s);
           } else out.set(key, { labels: s.labels, value: x });
         }
+        budget.add(out.size);
         return out;
       }),
-    };
+    );
   }
   const m = e.matching;
-  return {
-    scalar: false,
-    steps: l.steps.map((lv, k) => {
+  return counted(
+    l.steps.map((lv, k) => {
       const rv = r.steps[k]!;
       const out: StepVector = new Map();
       if (op === "and" || op === "unless" || op === "or") {
-        const rsigs = new Set([...rv.values()].map((s) => signature(s.labels, m)));
+        const rsigs = new Set([...rv].map(([key, s]) => signature(key, s.labels, m)));
         for (const [key, s] of lv)
-          if (rsigs.has(signature(s.labels, m)) === (op !== "unless")) out.set(key, s);
+          if (rsigs.has(signature(key, s.labels, m)) === (op !== "unless")) out.set(key, s);
         if (op === "or") {
-          const lsigs = new Set([...lv.values()].map((s) => signature(s.labels, m)));
+          const lsigs = new Set([...lv].map(([key, s]) => signature(key, s.labels, m)));
           for (const [key, s] of lv) out.set(key, s);
-          for (const [key, s] of rv) if (!lsigs.has(signature(s.labels, m))) out.set(key, s);
+          for (const [key, s] of rv) if (!lsigs.has(signature(key, s.labels, m))) out.set(key, s);
         }
+        budget.add(out.size);
         return out;
       }
       const swap = m?.card === "one-to-many";
       const many = swap ? rv : lv;
       const one = swap ? lv : rv;
       const bySig = new Map<string, Sample>();
-      for (const s of one.values()) {
-        const sig = signature(s.labels, m);
+      for (const [key, s] of one) {
+        const sig = signature(key, s.labels, m);
         if (bySig.has(sig)) {
           throw new EvalError(
             "evaluation",
@@ -588,8 +779,8 @@ function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Val
         bySig.set(sig, s);
       }
       const seen = new Set<string>();
-      for (const s of many.values()) {
-        const sig = signature(s.labels, m);
+      for (const [key, s] of many) {
+        const sig = signature(key, s.labels, m);
         const other = bySig.get(sig);
         if (other === undefined) continue;
         if ((m === undefined || m.card === "one-to-one") && seen.has(sig)) {
@@ -616,11 +807,13 @@ function evalBinary(e: Extract<SampleExpr, { kind: "binary" }>, l: Value, r: Val
             else Reflect.deleteProperty(labels, name);
           }
         }
+        const outKey = labels === s.labels ? key : labelsKey(labels);
         if (CMP.has(op) && !e.returnBool) {
-          if (x === 1) out.set(labelsKey(labels), { labels, value: swap ? b : a });
-        } else out.set(labelsKey(labels), { labels, value: x });
+          if (x === 1) out.set(outKey, { labels, value: swap ? b : a });
+        } else out.set(outKey, { labels, value: x });
       }
+      budget.add(out.size);
       return out;
     }),
-  };
+  );
 }

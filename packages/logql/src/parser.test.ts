@@ -686,6 +686,98 @@ describe("limits", () => {
     expect(() => parseExpr(q)).toThrow(/nested deeper than 128 levels/);
   });
 
+  const chain = (n: number, term = "1", op = " + "): string =>
+    Array.from({ length: n }, () => term).join(op);
+  const filters = (n: number, sep: string): string =>
+    `{app="foo"} | ${Array.from({ length: n }, (_, i) => `a${i % 10}="${i}"`).join(sep)}`;
+
+  /** Trees deeper than the bound, however they get deep: each is refused with its position. */
+  const tooDeep: [name: string, query: string, error: string][] = [
+    // 80 KB, under the length cap: a RangeError (500) before the bound.
+    [
+      "20,000-term sum",
+      chain(20_000),
+      "parse error at line 1, col 511: syntax error: query nested deeper than 128 levels",
+    ],
+    [
+      "129-term sum",
+      chain(129),
+      "parse error at line 1, col 511: syntax error: query nested deeper than 128 levels",
+    ],
+    [
+      "right-associative powers",
+      chain(200, "2", " ^ "),
+      "parse error at line 1, col 517: syntax error: query nested deeper than 128 levels",
+    ],
+    [
+      "label filters joined by ,",
+      filters(2_000, ", "),
+      "parse error at line 1, col 1183: syntax error: query nested deeper than 128 levels",
+    ],
+    [
+      "label filters joined by and",
+      filters(200, " and "),
+      "parse error at line 1, col 1565: syntax error: query nested deeper than 128 levels",
+    ],
+    [
+      "label filters joined by or",
+      filters(200, " or "),
+      "parse error at line 1, col 1438: syntax error: query nested deeper than 128 levels",
+    ],
+    [
+      "nested sums",
+      `${"sum(".repeat(130)}rate({a="b"}[1m])${")".repeat(130)}`,
+      "parse error at line 1, col 517: syntax error: query nested deeper than 128 levels",
+    ],
+    [
+      "range aggregations in a chain",
+      chain(200, 'rate({a="b"}[1m])'),
+      "parse error at line 1, col 2519: syntax error: query nested deeper than 128 levels",
+    ],
+  ];
+
+  it.each(tooDeep)("refuses a tree deeper than the bound: %s", (_name, query, error) => {
+    let caught: unknown;
+    try {
+      parseExpr(query);
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(ParseError);
+    expect((caught as ParseError).message).toBe(error);
+  });
+
+  it.each([
+    ["128-term sum", chain(128)],
+    ["128 levels of powers", chain(128, "2", " ^ ")],
+    // 126 filters: 126 levels, with the stage and the query 128.
+    ["126 label filters", filters(126, ", ")],
+    [
+      "64 range aggregations in two chains",
+      `${chain(32, 'rate({a="b"}[1m])')} / (${chain(32, 'rate({a="c"}[1m])')})`,
+    ],
+  ])("parses, prints and re-parses a query at the bound: %s", (_name, query) => {
+    const tree = parseExpr(query);
+    expect(parseExpr(printExpr(tree))).toEqual(tree);
+  });
+
+  it("refuses more nodes than the bound, with a typed error and a position", () => {
+    const q = `{app="foo"}${' |= "x"'.repeat(10_000)}`;
+    let caught: unknown;
+    try {
+      parseExpr(q);
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(ParseError);
+    expect((caught as ParseError).code).toBe("query_too_large");
+    expect((caught as ParseError).message).toBe(
+      "parse error at line 1, col 70006: query too large: more than 10000 expressions, matchers and stages",
+    );
+    expect(parseExpr(q, { maxNodes: 10_002 }).kind).toBe("log");
+    expect(() => parseExpr(`{app="foo"}${' |= "x"'.repeat(9_998)}`)).not.toThrow();
+  });
+
   it("reports line and column on later lines", () => {
     try {
       parseExpr('sum(\n  rate({app="foo"}[5m]\n)) by (x');

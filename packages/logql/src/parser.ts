@@ -41,13 +41,32 @@ import { compileTemplate, TemplateSyntaxError } from "./template.js";
 export interface ParseOptions {
   /** Longest query accepted, in UTF-16 code units. Default 128 KiB. */
   maxQueryLength?: number;
-  /** Deepest nesting of parentheses and aggregations. Default 128. */
+  /**
+   * Deepest nesting accepted, both of the text (parentheses, aggregations) and of the tree
+   * (a binary operator or a label filter `and`/`or` is one level: `1 + 1 + 1` is 3 deep).
+   * Default {@link DEFAULT_MAX_DEPTH}.
+   */
   maxDepth?: number;
+  /** Most tree nodes (expressions, matchers, stages, label filters). Default {@link DEFAULT_MAX_NODES}. */
+  maxNodes?: number;
 }
 
 /** Default for {@link ParseOptions.maxQueryLength}. */
 export const DEFAULT_MAX_QUERY_LENGTH = 128 * 1024;
-const DEFAULT_MAX_DEPTH = 128;
+/**
+ * Default for {@link ParseOptions.maxDepth}. Every pass over a tree (validation, printing,
+ * bloom-test extraction, pipeline compilation, metric evaluation, the querier's planners)
+ * recurses once or twice per level, so this bound is what makes them all safe from stack
+ * overflow, for every query the parser accepts. Real queries are a few levels deep: a
+ * dashboard summing 30 rates is 31; 128 leaves a wide margin and costs a few KB of stack.
+ */
+export const DEFAULT_MAX_DEPTH = 128;
+/**
+ * Default for {@link ParseOptions.maxNodes}. Real queries have tens of nodes and generated
+ * ones (ad-hoc filters, long `or` chains) hundreds; 10,000 keeps a query's evaluation cost
+ * (one pass over the lines per range aggregation) proportionate to what a person writes.
+ */
+export const DEFAULT_MAX_NODES = 10_000;
 
 export const RANGE_OPS = new Set<string>([
   "count_over_time",
@@ -131,7 +150,11 @@ export function parseSyntax(query: string, options: ParseOptions = {}): Expr {
       "query_too_large",
     );
   }
-  return new Parser(tokenize(query), options.maxDepth ?? DEFAULT_MAX_DEPTH).parseRoot();
+  return new Parser(
+    tokenize(query),
+    options.maxDepth ?? DEFAULT_MAX_DEPTH,
+    options.maxNodes ?? DEFAULT_MAX_NODES,
+  ).parseRoot();
 }
 
 interface RangeBody {
@@ -144,10 +167,14 @@ interface RangeBody {
 class Parser {
   private pos = 0;
   private depth = 0;
+  private nodes = 0;
+  /** Height of each nested node built so far (leaves are absent: height 1). */
+  private readonly heights = new WeakMap<object, number>();
 
   constructor(
     private readonly toks: Token[],
     private readonly maxDepth: number,
+    private readonly maxNodes: number,
   ) {}
 
   parseRoot(): Expr {
@@ -212,6 +239,35 @@ class Parser {
     this.depth--;
   }
 
+  private height(x: object | undefined): number {
+    return x === undefined ? 0 : (this.heights.get(x) ?? 1);
+  }
+
+  /**
+   * Records a new node of the tree: counts it against the node bound and, for a node with
+   * children, checks its height (the tallest child's plus one) against the depth bound.
+   * `at` is the token the error points at.
+   */
+  private node<T extends object>(x: T, at: Token, ...children: (object | undefined)[]): T {
+    if (++this.nodes > this.maxNodes) {
+      throw new ParseError(
+        `query too large: more than ${this.maxNodes} expressions, matchers and stages`,
+        at.line,
+        at.col,
+        "query_too_large",
+      );
+    }
+    if (children.length > 0) {
+      let h = 0;
+      for (const c of children) h = Math.max(h, this.height(c));
+      if (h + 1 > this.maxDepth) {
+        this.failAt(at, `syntax error: query nested deeper than ${this.maxDepth} levels`);
+      }
+      this.heights.set(x, h + 1);
+    }
+    return x;
+  }
+
   // --- expressions ----------------------------------------------------------------------
 
   private parseBinary(minPrec: number): Expr {
@@ -248,7 +304,7 @@ class Parser {
       }
       const node: SampleExpr = { kind: "binary", op, returnBool, left, right };
       if (matching !== undefined) node.matching = matching;
-      left = node;
+      left = this.node(node, t, left, right);
     }
     return left;
   }
@@ -273,7 +329,7 @@ class Parser {
           if (this.peek(1).type === "number") {
             this.next();
             const n = this.next();
-            return { kind: "literal", value: t.text === "-" ? -n.num : n.num };
+            return this.node({ kind: "literal", value: t.text === "-" ? -n.num : n.num }, t);
           }
           return this.unexpected(this.peek(1), "NUMBER");
         default:
@@ -282,7 +338,7 @@ class Parser {
     }
     if (t.type === "number") {
       this.next();
-      return { kind: "literal", value: t.num };
+      return this.node({ kind: "literal", value: t.num }, t);
     }
     if (t.type === "ident") {
       const fn = t.text;
@@ -299,14 +355,15 @@ class Parser {
         this.next();
         const n = this.expectType("number", "NUMBER");
         this.expectOp(")");
-        return { kind: "vector", value: n.num };
+        return this.node({ kind: "vector", value: n.num }, t);
       }
     }
     return this.unexpected(t);
   }
 
   private parseRangeAgg(): SampleExpr {
-    const op = this.next().text as RangeOp;
+    const opTok = this.next();
+    const op = opTok.text as RangeOp;
     this.expectOp("(");
     this.enter();
     let param: number | undefined;
@@ -320,11 +377,12 @@ class Parser {
     const node: SampleExpr = { kind: "rangeAgg", op, range };
     if (param !== undefined) node.param = param;
     if (this.isWord("by") || this.isWord("without")) node.grouping = this.parseGrouping();
-    return node;
+    return this.node(node, opTok, range);
   }
 
   private parseVectorAgg(): SampleExpr {
-    const op = this.next().text as VectorOp;
+    const opTok = this.next();
+    const op = opTok.text as VectorOp;
     let grouping: Grouping | undefined;
     if (this.isWord("by") || this.isWord("without")) grouping = this.parseGrouping();
     this.expectOp("(");
@@ -346,11 +404,11 @@ class Parser {
     const node: SampleExpr = { kind: "vectorAgg", op, inner };
     if (param !== undefined) node.param = param;
     if (grouping !== undefined) node.grouping = grouping;
-    return node;
+    return this.node(node, opTok, inner);
   }
 
   private parseLabelReplace(): SampleExpr {
-    this.next();
+    const fnTok = this.next();
     this.expectOp("(");
     this.enter();
     const at = this.peek();
@@ -370,7 +428,7 @@ class Parser {
     this.expectOp(")");
     const [dst, replacement, src, regex] = args as [string, string, string, string];
     this.checkRegex(regex, true, regexTok);
-    return { kind: "labelReplace", inner, dst, replacement, src, regex };
+    return this.node({ kind: "labelReplace", inner, dst, replacement, src, regex }, fnTok, inner);
   }
 
   private parseGrouping(): Grouping {
@@ -399,22 +457,22 @@ class Parser {
   // --- log queries ----------------------------------------------------------------------
 
   private parseLogExpr(): LogExpr {
+    const at = this.peek();
     const matchers = this.parseSelector();
     const { stages, unwrap } = this.parsePipeline(false);
     if (unwrap !== undefined) this.unexpected(this.peek());
-    return { kind: "log", matchers, pipeline: stages };
+    return this.node({ kind: "log", matchers, pipeline: stages }, at, ...stages);
   }
 
   private parseLogRange(): LogRange {
+    const at = this.peek();
     const body = this.parseRangeBody();
     if (body.rangeNs === undefined) this.unexpected(this.peek(), "[");
-    const out: LogRange = {
-      selector: body.selector,
-      rangeNs: body.rangeNs,
-      offsetNs: body.offsetNs,
-    };
+    // The selector's pipeline is final only now (`{a="b"} [5m] | json` moves it).
+    const selector = this.node(body.selector, at, ...body.selector.pipeline);
+    const out: LogRange = { selector, rangeNs: body.rangeNs, offsetNs: body.offsetNs };
     if (body.unwrap !== undefined) out.unwrap = body.unwrap;
-    return out;
+    return this.node(out, at, selector, out.unwrap);
   }
 
   private parseRangeBody(): RangeBody {
@@ -482,6 +540,7 @@ class Parser {
   }
 
   private parseMatcher(): Matcher {
+    const at = this.peek();
     const name = this.expectType("ident", "IDENTIFIER").text;
     const opTok = this.peek();
     if (opTok.type !== "op" || !MATCH_OPS.has(opTok.text))
@@ -490,7 +549,7 @@ class Parser {
     const v = this.expectType("string", "STRING");
     const op = opTok.text as MatchOp;
     if (op === "=~" || op === "!~") this.checkRegex(v.str, true, v);
-    return { name, op, value: v.str };
+    return this.node({ name, op, value: v.str }, at);
   }
 
   private checkRegex(pattern: string, anchored: boolean, at: Token): void {
@@ -509,7 +568,7 @@ class Parser {
       const t = this.peek();
       if (t.type !== "op") break;
       if (LINE_FILTER_OPS.has(t.text)) {
-        stages.push(this.parseLineFilter());
+        stages.push(this.node(this.parseLineFilter(), t));
         continue;
       }
       if (t.text !== "|") break;
@@ -523,9 +582,12 @@ class Parser {
         return { stages, unwrap: this.parseUnwrap() };
       }
       this.next();
-      stages.push(
-        isStage ? this.parseStage() : { kind: "labelFilter", filter: this.parseLabelFilter() },
-      );
+      if (isStage) {
+        stages.push(this.node(this.parseStage(), t));
+      } else {
+        const filter = this.parseLabelFilter();
+        stages.push(this.node({ kind: "labelFilter", filter }, t, filter));
+      }
     }
     return { stages };
   }
@@ -574,7 +636,7 @@ class Parser {
   }
 
   private parseUnwrap(): Unwrap {
-    this.next();
+    const at = this.next();
     this.next();
     let conversion: Conversion | undefined;
     let label: string;
@@ -600,7 +662,7 @@ class Parser {
     }
     const out: Unwrap = { label, postFilters };
     if (conversion !== undefined) out.conversion = conversion;
-    return out;
+    return this.node(out, at, ...postFilters);
   }
 
   private parseStage(): Stage {
@@ -714,8 +776,9 @@ class Parser {
   private parseLabelFilter(): LabelFilter {
     let left = this.parseLabelFilterAnd();
     while (this.isWord("or")) {
-      this.next();
-      left = { kind: "or", left, right: this.parseLabelFilterAnd() };
+      const at = this.next();
+      const right = this.parseLabelFilterAnd();
+      left = this.node({ kind: "or", left, right }, at, left, right);
     }
     return left;
   }
@@ -723,6 +786,7 @@ class Parser {
   private parseLabelFilterAnd(): LabelFilter {
     let left = this.parseLabelFilterPrimary();
     for (;;) {
+      const at = this.peek();
       if (this.isWord("and") || this.isOp(",")) {
         this.next();
       } else if (
@@ -735,7 +799,8 @@ class Parser {
       ) {
         return left;
       }
-      left = { kind: "and", left, right: this.parseLabelFilterPrimary() };
+      const right = this.parseLabelFilterPrimary();
+      left = this.node({ kind: "and", left, right }, at, left, right);
     }
   }
 
@@ -748,6 +813,11 @@ class Parser {
       this.expectOp(")");
       return f;
     }
+    const at = this.peek();
+    return this.node(this.parseLabelComparison(), at);
+  }
+
+  private parseLabelComparison(): LabelFilter {
     const name = this.expectType("ident", "IDENTIFIER").text;
     const opTok = this.peek();
     if (opTok.type !== "op" || !FILTER_OPS.has(opTok.text)) {

@@ -14,7 +14,12 @@ import { matcherMatches } from "./matchers.js";
 import { matchPattern, parsePattern } from "./pattern.js";
 import { compileRegex } from "./regex.js";
 import { regexLiterals } from "./simplify.js";
-import { compileTemplate, TemplateExecError } from "./template.js";
+import {
+  compileTemplate,
+  DEFAULT_MAX_TEMPLATE_OUTPUT_BYTES,
+  TemplateExecError,
+  type TemplateOptions,
+} from "./template.js";
 import { parseBytes, parseDuration } from "./units.js";
 
 /** One log entry as storage hands it to the querier. */
@@ -62,8 +67,26 @@ interface State {
 }
 type Step = (s: State) => boolean;
 
+/** Options of {@link compilePipeline}. */
+export interface PipelineOptions {
+  /**
+   * Longest line or label value that `line_format` and `label_format` may build, in UTF-16
+   * code units; a template that would build a longer one throws a `LimitError` (a 400 for
+   * the querier) before allocating it. Default {@link DEFAULT_MAX_LINE_BYTES}.
+   */
+  maxLineBytes?: number;
+}
+
+/**
+ * Default for {@link PipelineOptions.maxLineBytes}: 1 MiB, four times Loki's default
+ * `max_line_size` (256 KB), so no stored line is refused, while 30 doubling
+ * `line_format` stages stop at 1 MiB instead of exhausting the heap.
+ */
+export const DEFAULT_MAX_LINE_BYTES = DEFAULT_MAX_TEMPLATE_OUTPUT_BYTES;
+
 /** Compiles the stages of a log query. Stages are assumed to have passed the parser. */
-export function compilePipeline(stages: readonly Stage[]): Pipeline {
+export function compilePipeline(stages: readonly Stage[], options: PipelineOptions = {}): Pipeline {
+  const templates: TemplateOptions = { maxBytes: options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES };
   const b = new LabelsBuilder();
   const lineOnly = stages.every((s) => s.kind === "lineFilter");
   if (lineOnly) {
@@ -92,7 +115,7 @@ export function compilePipeline(stages: readonly Stage[]): Pipeline {
       },
     };
   }
-  const steps = stages.map(compileStage);
+  const steps = stages.map((st) => compileStage(st, templates));
   const state: State = { line: "", ts: 0n, b };
   const run = (entry: LogEntry): string | null => {
     b.reset(entry.labels, entry.structuredMetadata);
@@ -112,7 +135,7 @@ export function compilePipeline(stages: readonly Stage[]): Pipeline {
   };
 }
 
-function compileStage(s: Stage): Step {
+function compileStage(s: Stage, templates: TemplateOptions): Step {
   switch (s.kind) {
     case "lineFilter": {
       const t = compileLineFilter(s);
@@ -174,7 +197,7 @@ function compileStage(s: Stage): Step {
       return (st) => f(st.b);
     }
     case "lineFormat": {
-      const t = compileTemplate(s.template);
+      const t = compileTemplate(s.template, templates);
       return (st) => {
         try {
           st.line = t({ label: (n) => st.b.get(n), line: st.line, timestampNs: st.ts });
@@ -186,7 +209,10 @@ function compileStage(s: Stage): Step {
       };
     }
     case "labelFormat": {
-      const ops = s.ops.map((o) => ({ ...o, t: o.template ? compileTemplate(o.src) : undefined }));
+      const ops = s.ops.map((o) => ({
+        ...o,
+        t: o.template ? compileTemplate(o.src, templates) : undefined,
+      }));
       return (st) => {
         // All assignments read the labels as they were before the stage, as in Loki.
         const input = { label: (n: string) => st.b.get(n), line: st.line, timestampNs: st.ts };

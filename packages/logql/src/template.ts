@@ -6,7 +6,8 @@
  * never as a silent empty string at run time. Functions follow Loki's docs (`template`
  * functions and the sprig ones Loki registers).
  */
-import { compileRegex } from "./regex.js";
+import { LimitError } from "./errors.js";
+import { compileRegex, RegexSyntaxError } from "./regex.js";
 
 /** A template that does not parse, with Go's wording where it has one. */
 export class TemplateSyntaxError extends Error {
@@ -43,14 +44,51 @@ type Node =
   | { t: "out"; p: Pipeline }
   | { t: "if"; branches: { cond: Pipeline; body: Node[] }[]; otherwise: Node[] };
 
-/** A compiled template: call it per entry. */
+/**
+ * A compiled template: call it per entry. Throws {@link TemplateExecError} for what Loki
+ * turns into `__error__`, and {@link LimitError} when a result would exceed `maxBytes`.
+ */
 export type Template = (input: TemplateInput) => string;
 
+/** Options of {@link compileTemplate}. */
+export interface TemplateOptions {
+  /**
+   * Longest string a template may build, its result or any value inside it, counted in
+   * UTF-16 code units (what the string costs in memory; at most its UTF-8 bytes). Checked
+   * before the allocation wherever the size can be known first. Default 1 MiB.
+   */
+  maxBytes?: number;
+}
+
+/** Default for {@link TemplateOptions.maxBytes}: 4x Loki's default `max_line_size` (256 KB). */
+export const DEFAULT_MAX_TEMPLATE_OUTPUT_BYTES = 1024 * 1024;
+
 const MAX_TEMPLATE_BYTES = 64 * 1024;
+/**
+ * Deepest nesting of `(...)` and `{{if}}` in a template: parsing and running recurse once
+ * per level. Real templates nest two or three levels.
+ */
+const MAX_TEMPLATE_DEPTH = 64;
+
+/** What the functions of a running template see. */
+interface Ctx {
+  input: TemplateInput;
+  maxBytes: number;
+}
+
+/** Throws the limit error unless a string of `size` code units fits in the budget. */
+function fits(c: Ctx, size: number): void {
+  if (size > c.maxBytes) {
+    throw new LimitError(
+      `template output would exceed the limit of ${c.maxBytes} bytes per line (maxLineBytes)`,
+    );
+  }
+}
 
 /** Parses `src`; throws {@link TemplateSyntaxError}. A template without actions costs nothing to run. */
-export function compileTemplate(src: string): Template {
+export function compileTemplate(src: string, options: TemplateOptions = {}): Template {
   if (src.length > MAX_TEMPLATE_BYTES) throw new TemplateSyntaxError("template too large");
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_TEMPLATE_OUTPUT_BYTES;
   const nodes = parseTemplate(src);
   if (nodes.length === 0) return () => "";
   const only = nodes[0]!;
@@ -59,13 +97,18 @@ export function compileTemplate(src: string): Template {
     return () => s;
   }
   return (input) => {
+    const c: Ctx = { input, maxBytes };
     let out = "";
+    const add = (piece: string): void => {
+      fits(c, out.length + piece.length);
+      out += piece;
+    };
     const run = (list: Node[]): void => {
       for (const node of list) {
-        if (node.t === "text") out += node.s;
-        else if (node.t === "out") out += show(evalPipeline(node.p, input));
+        if (node.t === "text") add(node.s);
+        else if (node.t === "out") add(show(evalPipeline(node.p, c)));
         else {
-          const hit = node.branches.find((b) => truthy(evalPipeline(b.cond, input)));
+          const hit = node.branches.find((b) => truthy(evalPipeline(b.cond, c)));
           run(hit === undefined ? node.otherwise : hit.body);
         }
       }
@@ -131,6 +174,7 @@ function parseTemplate(src: string): Node[] {
   }
 
   let pos = 0;
+  let depth = 0;
   const parseList = (endOn: Set<string>): { nodes: Node[]; end: string; endArg: string } => {
     const nodes: Node[] = [];
     while (pos < parts.length) {
@@ -146,7 +190,9 @@ function parseTemplate(src: string): Node[] {
       }
       const word = /^[a-z]+\b/.exec(body)?.[0] ?? "";
       if (word === "if") {
+        if (++depth > MAX_TEMPLATE_DEPTH) throw nestedTooDeep();
         nodes.push(parseIf(body.slice(2)));
+        depth--;
         continue;
       }
       if (word === "else" || word === "end") {
@@ -180,8 +226,13 @@ function parseTemplate(src: string): Node[] {
   return parseList(new Set()).nodes;
 }
 
+function nestedTooDeep(): TemplateSyntaxError {
+  return new TemplateSyntaxError(`template: nested deeper than ${MAX_TEMPLATE_DEPTH} levels`);
+}
+
 function parsePipeline(src: string): Pipeline {
   let i = 0;
+  let depth = 0;
   const s = src;
   const ws = (): void => {
     while (i < s.length && /\s/.test(s[i]!)) i++;
@@ -210,7 +261,9 @@ function parsePipeline(src: string): Pipeline {
       }
       if (ch === "(") {
         i++;
+        if (++depth > MAX_TEMPLATE_DEPTH) throw nestedTooDeep();
         cmd.push({ t: "sub", p: parsePipe(true) });
+        depth--;
         continue;
       }
       if (ch === '"') {
@@ -282,44 +335,48 @@ function parsePipeline(src: string): Pipeline {
 // ---------------------------------------------------------------------------------------
 // Running
 
-function evalPipeline(p: Pipeline, input: TemplateInput): Value {
+function evalPipeline(p: Pipeline, c: Ctx): Value {
   let prev: Value | undefined;
   for (const cmd of p) {
     const head = cmd[0]!;
     if (head.t === "fn") {
-      const args = cmd.slice(1).map((a) => evalArg(a, input));
+      const args = cmd.slice(1).map((a) => evalArg(a, c));
       if (prev !== undefined) args.push(prev);
-      prev = callFn(head.name, args, input);
+      prev = callFn(head.name, args, c);
     } else {
-      prev = evalArg(head, input);
+      prev = evalArg(head, c);
     }
   }
   return prev ?? null;
 }
 
-function evalArg(a: Arg, input: TemplateInput): Value {
+function evalArg(a: Arg, c: Ctx): Value {
   switch (a.t) {
     case "lit":
       return a.v;
     case "field":
-      return input.label(a.name) ?? "";
+      return c.input.label(a.name) ?? "";
     case "dot":
       throw new TemplateExecError("template: {{.}} is not supported, name a label");
     case "sub":
-      return evalPipeline(a.p, input);
+      return evalPipeline(a.p, c);
     case "fn":
-      return callFn(a.name, [], input);
+      return callFn(a.name, [], c);
   }
 }
 
-function callFn(name: string, args: Value[], input: TemplateInput): Value {
+function callFn(name: string, args: Value[], c: Ctx): Value {
   const f = FUNCS[name]!;
   if (f.arity >= 0 && args.length !== f.arity) {
     throw new TemplateExecError(
       `template: wrong number of args for ${name}: want ${f.arity} got ${args.length}`,
     );
   }
-  return f.fn(args, input);
+  const v = f.fn(args, c);
+  // Functions whose result can outgrow their input by more than a small factor check
+  // before allocating; the others (b64enc, urlencode, ...) are caught here, one step late.
+  if (typeof v === "string") fits(c, v.length);
+  return v;
 }
 
 function isTime(v: Value): v is Time {
@@ -328,7 +385,11 @@ function isTime(v: Value): v is Time {
 
 function show(v: Value): string {
   if (v === null) return "<no value>";
-  if (isTime(v)) return new Date(Number(v.ns / 1_000_000n)).toISOString();
+  if (isTime(v)) {
+    const d = new Date(Number(v.ns / 1_000_000n));
+    if (Number.isNaN(d.getTime())) throw new TemplateExecError("template: time out of range");
+    return d.toISOString();
+  }
   return String(v);
 }
 
@@ -365,13 +426,29 @@ function time(v: Value | undefined): Time {
 
 interface Fn {
   arity: number;
-  fn: (a: Value[], input: TemplateInput) => Value;
+  fn: (a: Value[], c: Ctx) => Value;
 }
-const f = (arity: number, fn: (a: Value[], input: TemplateInput) => Value): Fn => ({ arity, fn });
+const f = (arity: number, fn: (a: Value[], c: Ctx) => Value): Fn => ({ arity, fn });
 const s1 = (g: (s: string) => Value): Fn => f(1, (a) => g(str(a[0])));
 
-function printf(format: string, args: Value[]): string {
+/** A regex from a template argument: a bad one is the line's error, as a bad value is. */
+function runtimeRegex(pattern: string): ReturnType<typeof compileRegex> {
+  try {
+    return compileRegex(pattern, false, true);
+  } catch (e) {
+    if (e instanceof RegexSyntaxError) throw new TemplateExecError(`template: ${e.message}`);
+    throw e;
+  }
+}
+
+/** Go's `%c`: an invalid code point prints as U+FFFD. */
+function rune(n: number): string {
+  return n >= 0 && n <= 0x10ffff ? String.fromCodePoint(n) : "\ufffd";
+}
+
+function printf(format: string, args: Value[], c: Ctx): string {
   let k = 0;
+  let total = format.length;
   return format.replace(
     /%([-+ 0#]*)(\d*)(?:\.(\d+))?([sdvfqxXtegc%])/g,
     (_m, flags: string, width: string, prec: string | undefined, verb: string) => {
@@ -385,6 +462,9 @@ function printf(format: string, args: Value[]): string {
         case "f":
         case "e":
         case "g":
+          if (verb === "f" && prec !== undefined && Number(prec) > 100) {
+            throw new TemplateExecError("template: printf precision out of range");
+          }
           out =
             verb === "f" ? num(v).toFixed(prec === undefined ? 6 : Number(prec)) : String(num(v));
           break;
@@ -400,13 +480,15 @@ function printf(format: string, args: Value[]): string {
           if (verb === "X") out = out.toUpperCase();
           break;
         case "c":
-          out = String.fromCodePoint(int(v));
+          out = rune(int(v));
           break;
         default:
           out = v === undefined ? "%!" + verb + "(MISSING)" : str(v);
           if (prec !== undefined && verb === "s") out = out.slice(0, Number(prec));
       }
       const w = width === "" ? 0 : Number(width);
+      total += Math.max(w, out.length);
+      fits(c, total);
       if (out.length < w)
         out = flags.includes("-")
           ? out.padEnd(w)
@@ -418,8 +500,8 @@ function printf(format: string, args: Value[]): string {
 
 /** Loki's template functions that Sieve supports. Anything else fails at parse time. */
 const FUNCS: Record<string, Fn> = {
-  __line__: f(0, (_a, input) => input.line),
-  __timestamp__: f(0, (_a, input) => ({ ns: input.timestampNs })),
+  __line__: f(0, (_a, c) => c.input.line),
+  __timestamp__: f(0, (_a, c) => ({ ns: c.input.timestampNs })),
   ToLower: s1((s) => s.toLowerCase()),
   ToUpper: s1((s) => s.toUpperCase()),
   lower: s1((s) => s.toLowerCase()),
@@ -445,14 +527,8 @@ const FUNCS: Record<string, Fn> = {
       ? str(a[0]).slice(0, -str(a[1]).length)
       : str(a[0]),
   ),
-  replace: f(3, (a) => str(a[2]).split(str(a[0])).join(str(a[1]))),
-  Replace: f(4, (a) => {
-    const n = int(a[3]);
-    let s = str(a[0]);
-    if (n < 0) return s.split(str(a[1])).join(str(a[2]));
-    for (let k = 0; k < n; k++) s = s.replace(str(a[1]), str(a[2]));
-    return s;
-  }),
+  replace: f(3, (a, c) => replaceN(str(a[2]), str(a[0]), str(a[1]), -1, c)),
+  Replace: f(4, (a, c) => replaceN(str(a[0]), str(a[1]), str(a[2]), int(a[3]), c)),
   trunc: f(2, (a) => {
     const n = int(a[0]);
     const s = str(a[1]);
@@ -469,28 +545,29 @@ const FUNCS: Record<string, Fn> = {
   contains: f(2, (a) => str(a[1]).includes(str(a[0]))),
   hasPrefix: f(2, (a) => str(a[1]).startsWith(str(a[0]))),
   hasSuffix: f(2, (a) => str(a[1]).endsWith(str(a[0]))),
-  indent: f(2, (a) => indent(int(a[0]), str(a[1]))),
-  nindent: f(2, (a) => "\n" + indent(int(a[0]), str(a[1]))),
-  repeat: f(2, (a) => {
+  indent: f(2, (a, c) => indent(int(a[0]), str(a[1]), c)),
+  nindent: f(2, (a, c) => "\n" + indent(int(a[0]), str(a[1]), c)),
+  repeat: f(2, (a, c) => {
     const n = int(a[0]);
     const s = str(a[1]);
-    if (n < 0 || n * s.length > 1 << 20)
-      throw new TemplateExecError("template: repeat count out of range");
+    if (n < 0) throw new TemplateExecError("template: repeat count out of range");
+    fits(c, n * s.length);
     return s.repeat(n);
   }),
   default: f(2, (a) => (truthy(a[1]!) ? a[1]! : a[0]!)),
-  regexReplaceAll: f(3, (a) => {
+  regexReplaceAll: f(3, (a, c) => {
     // Go's $1 / ${name} expansion; RE2's replace speaks $1 and $<name>.
     const repl = str(a[2]).replace(/\$\{(\w+)\}/g, (_m, g: string) =>
       /^\d+$/.test(g) ? `$${g}` : `$<${g}>`,
     );
-    return str(a[1]).replace(compileRegex(str(a[0]), false, true), repl);
+    return replaceRegex(str(a[1]), runtimeRegex(str(a[0])), (m) => expand(repl, m), c);
   }),
-  regexReplaceAllLiteral: f(3, (a) =>
-    str(a[1]).replace(compileRegex(str(a[0]), false, true), () => str(a[2])),
-  ),
+  regexReplaceAllLiteral: f(3, (a, c) => {
+    const lit = str(a[2]);
+    return replaceRegex(str(a[1]), runtimeRegex(str(a[0])), () => lit, c);
+  }),
   count: f(2, (a) => {
-    const m = str(a[1]).match(compileRegex(str(a[0]), false, true));
+    const m = str(a[1]).match(runtimeRegex(str(a[0])));
     return m === null ? 0 : m.length;
   }),
   urlencode: s1((s) => encodeURIComponent(s)),
@@ -503,15 +580,19 @@ const FUNCS: Record<string, Fn> = {
   }),
   b64enc: s1((s) => Buffer.from(s).toString("base64")),
   b64dec: s1((s) => Buffer.from(s, "base64").toString()),
-  alignLeft: f(2, (a) => {
+  alignLeft: f(2, (a, c) => {
     const n = int(a[0]);
     const s = str(a[1]);
-    return s.length >= n ? s.slice(0, n) : s.padEnd(n);
+    if (s.length >= n) return s.slice(0, Math.max(0, n));
+    fits(c, n);
+    return s.padEnd(n);
   }),
-  alignRight: f(2, (a) => {
+  alignRight: f(2, (a, c) => {
     const n = int(a[0]);
     const s = str(a[1]);
-    return s.length >= n ? s.slice(s.length - n) : s.padStart(n);
+    if (s.length >= n) return s.slice(s.length - Math.max(0, n));
+    fits(c, n);
+    return s.padStart(n);
   }),
   add: f(2, (a) => int(a[0]) + int(a[1])),
   sub: f(2, (a) => int(a[0]) - int(a[1])),
@@ -541,7 +622,7 @@ const FUNCS: Record<string, Fn> = {
   int: f(1, (a) => int(a[0])),
   float64: f(1, (a) => num(a[0])),
   len: f(1, (a) => str(a[0]).length),
-  printf: f(-1, (a) => printf(str(a[0]), a.slice(1))),
+  printf: f(-1, (a, c) => printf(str(a[0]), a.slice(1), c)),
   eq: f(-1, (a) => a.slice(1).some((b) => compare(a[0], b) === 0)),
   ne: f(2, (a) => compare(a[0], a[1]) !== 0),
   lt: f(2, (a) => compare(a[0], a[1]) < 0),
@@ -572,9 +653,74 @@ const FUNCS: Record<string, Fn> = {
   }),
 };
 
-function indent(n: number, s: string): string {
+function indent(n: number, s: string, c: Ctx): string {
   const pad = " ".repeat(Math.max(0, Math.min(n, 1024)));
+  let lines = 1;
+  for (let i = s.indexOf("\n"); i >= 0; i = s.indexOf("\n", i + 1)) lines++;
+  fits(c, s.length + lines * pad.length);
   return pad + s.replace(/\n/g, "\n" + pad);
+}
+
+/**
+ * Go's `strings.Replace(s, old, new, n)` (n < 0: all), sized before it is built. An empty
+ * `old` matches at every position, as `split("")` does.
+ */
+function replaceN(s: string, old: string, repl: string, n: number, c: Ctx): string {
+  if (n === 0) return s;
+  const parts = s.split(old);
+  const hits = n < 0 ? parts.length - 1 : Math.min(n, parts.length - 1);
+  fits(c, s.length + hits * (repl.length - old.length));
+  if (hits === parts.length - 1) return parts.join(repl);
+  return parts.slice(0, hits + 1).join(repl) + old + parts.slice(hits + 1).join(old);
+}
+
+/** `s.replace(re, each)` for a global regex, stopping as soon as the result would not fit. */
+function replaceRegex(
+  s: string,
+  re: ReturnType<typeof compileRegex>,
+  each: (m: unknown[]) => string,
+  c: Ctx,
+): string {
+  let size = s.length;
+  return s.replace(re, (...m: unknown[]) => {
+    const piece = each(m);
+    size += piece.length - (m[0] as string).length;
+    fits(c, size);
+    return piece;
+  });
+}
+
+/**
+ * Expands a JS replacement pattern (`$$`, `$&`, `` $` ``, `$'`, `$1`..`$99`, `$<name>`) for
+ * one match, given the arguments `String.prototype.replace` passes to a function.
+ */
+function expand(repl: string, m: unknown[]): string {
+  if (!repl.includes("$")) return repl;
+  const last = m[m.length - 1];
+  const named =
+    typeof last === "object" && last !== null ? (last as Record<string, string>) : undefined;
+  const nGroups = m.length - (named === undefined ? 3 : 4);
+  const whole = m[m.length - (named === undefined ? 1 : 2)] as string;
+  const offset = m[m.length - (named === undefined ? 2 : 3)] as number;
+  const match = m[0] as string;
+  return repl.replace(
+    /\$(\$|&|`|'|\d{1,2}|<([^>]*)>)/g,
+    (tok: string, what: string, name?: string) => {
+      if (what === "$") return "$";
+      if (what === "&") return match;
+      if (what === "`") return whole.slice(0, offset);
+      if (what === "'") return whole.slice(offset + match.length);
+      if (name !== undefined) return named === undefined ? tok : (named[name] ?? "");
+      let g = Number(what);
+      if (g > nGroups && what.length === 2) {
+        g = Number(what[0]);
+        if (g >= 1 && g <= nGroups) return ((m[g] as string | undefined) ?? "") + what[1]!;
+        return tok;
+      }
+      if (g < 1 || g > nGroups) return tok;
+      return (m[g] as string | undefined) ?? "";
+    },
+  );
 }
 
 function trimChars(s: string, cut: string): string {
