@@ -45,8 +45,14 @@ export function decodePushRequest(bytes: Uint8Array, maxMessages = Infinity): Pu
   if (messages > maxMessages) {
     throw new ProtoError("too_many_messages", `${messages}, limit ${maxMessages}`);
   }
+  // protobufjs reads strings from a Buffer with Node's UTF-8 decoder, which turns invalid
+  // sequences into U+FFFD as Go does; from a plain Uint8Array it uses its own decoder,
+  // which lets an encoded surrogate (ED A0 80) through as a lone UTF-16 surrogate.
+  const buffer = Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   try {
-    return PushRequestType.decode(bytes) as unknown as PushRequest;
+    return PushRequestType.decode(buffer) as unknown as PushRequest;
   } catch (error) {
     throw new ProtoError("malformed_protobuf", (error as Error).message);
   }

@@ -8,7 +8,9 @@
  * GC): on a shared machine it moves far less than MB/s. Prints a table of medians over the
  * runs and writes every run as JSON under bench/results/.
  *
- *   pnpm bench:push [--runs 3] [--seconds 5] [--connections 8]
+ *   pnpm bench:push [--runs 3] [--seconds 5] [--connections 8] [--threads <decode workers>]
+ *
+ * `--threads 0` prepares every push on the event loop (the path before decode workers).
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -33,6 +35,7 @@ const { values } = parseArgs({
     runs: { type: "string", default: "3" },
     seconds: { type: "string", default: "5" },
     connections: { type: "string", default: "8" },
+    threads: { type: "string", default: String(DEFAULT_CONFIG.decodeThreads) },
   },
 });
 const RUNS = Number(values.runs);
@@ -46,6 +49,7 @@ const BODIES = 16; // distinct bodies cycled through, so streams and lines vary
 // Limits out of the way: the bench measures the path, not the rate limiter.
 const config: DistributorConfig = {
   ...DEFAULT_CONFIG,
+  decodeThreads: Number(values.threads),
   limits: {
     ...DEFAULT_CONFIG.limits,
     ingestionRateBytes: 1e12,

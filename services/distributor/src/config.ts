@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { checkRange, defineSchema, loadSection, tenantViews } from "@sieve/config";
 import type { Env } from "@sieve/config";
 import { DEFAULT_LIMITS } from "./limits.js";
@@ -12,6 +13,24 @@ export interface DistributorConfig {
   readonly maxBodyBytes: number;
   /** Largest body after gzip/deflate/snappy decompression (413 above), enforced while inflating. */
   readonly maxDecompressedBytes: number;
+  /**
+   * Worker threads that decompress, decode and validate pushes (default: one per core);
+   * 0 prepares every push on the main thread.
+   */
+  readonly decodeThreads: number;
+  /** Old-generation heap of each decode worker, in MiB; a push needing more gets a 413. */
+  readonly decodeWorkerHeapMb: number;
+  /**
+   * Uncompressed bodies up to this many bytes are prepared on the main thread, where a
+   * worker hop (~0.1 ms) would cost more than decoding them.
+   */
+  readonly inlineDecodeMaxBytes: number;
+  /**
+   * A tenant's limiter state is forgotten after this long without an accepted push, once
+   * it holds nothing a new one would not (a full rate bucket, no new streams counted in
+   * the current hour and day), so forgetting never loosens a limit.
+   */
+  readonly tenantIdleMs: number;
   /** Limits of every tenant. */
   readonly limits: TenantLimits;
   /** Per-tenant changes to `limits`, by tenant ID. */
@@ -28,6 +47,10 @@ export const DEFAULT_CONFIG: DistributorConfig = {
   authEnabled: false,
   maxBodyBytes: 16 * 1024 * 1024,
   maxDecompressedBytes: 16 * 1024 * 1024,
+  decodeThreads: availableParallelism(),
+  decodeWorkerHeapMb: 512,
+  inlineDecodeMaxBytes: 16 * 1024,
+  tenantIdleMs: 3_600_000,
   limits: DEFAULT_LIMITS,
   overrides: {},
 };
@@ -72,10 +95,15 @@ export function loadConfig(sources: ConfigSources = {}): DistributorConfig {
   return config;
 }
 
-/** Sizes, rates, bursts and label limits must be > 0 (0 would refuse every push). */
+/**
+ * Sizes, rates, bursts and label limits must be > 0 (0 would refuse every push); a worker
+ * needs some heap.
+ */
 function validate(config: DistributorConfig): void {
   checkRange("maxBodyBytes", config.maxBodyBytes, 1);
   checkRange("maxDecompressedBytes", config.maxDecompressedBytes, 1);
+  checkRange("decodeWorkerHeapMb", config.decodeWorkerHeapMb, 16);
+  checkRange("tenantIdleMs", config.tenantIdleMs, 1);
   for (const [path, l] of tenantViews("limits", config.limits, config.overrides)) {
     checkRange(`${path}.ingestionRateBytes`, l.ingestionRateBytes, 1);
     checkRange(`${path}.ingestionBurstBytes`, l.ingestionBurstBytes, 1);

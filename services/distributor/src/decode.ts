@@ -99,17 +99,77 @@ function fail(path: string, what: string): never {
 }
 
 /**
+ * Deepest nesting of arrays and objects accepted in a JSON body. Loki's shape needs 6
+ * (`{streams: [{values: [[ts, line, {metadata}]]}]}`); Go's encoding/json stops at 10,000.
+ * JSON.parse of a 1,000,000-deep body took about a second, so depth is checked first.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The nesting depth of a JSON text, or `MAX_JSON_DEPTH + 1` as soon as it is passed. Skips
+ * strings with the native `indexOf`, so it costs a few percent of JSON.parse: most of a
+ * push's bytes are inside line strings. Malformed text is left for JSON.parse to report.
+ */
+function jsonDepthExceeds(bytes: Uint8Array): boolean {
+  const buf = Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+  let depth = 0;
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i]!;
+    if (c === 0x22) {
+      // Find the closing quote: one preceded by an even run of backslashes.
+      let end = buf.indexOf(0x22, i + 1);
+      while (end > 0) {
+        let slashes = 0;
+        while (buf[end - 1 - slashes] === 0x5c) slashes++;
+        if (slashes % 2 === 0) break;
+        end = buf.indexOf(0x22, end + 1);
+      }
+      if (end < 0) return false;
+      i = end;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > MAX_JSON_DEPTH) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+// JSON.parse turns an escaped lone surrogate (`"\ud800"`) into a lone UTF-16 surrogate,
+// which no UTF-8 encoder can write and Go's quoting prints as an escape its own parser
+// refuses: a label value holding one made every read of the tenant fail. Go's
+// encoding/json, which Loki uses, decodes it as U+FFFD; so does `toWellFormed`. Raw bytes
+// cannot hold one (Buffer's UTF-8 decoder already replaces invalid sequences), so only
+// bodies with a surrogate escape pay for the fix.
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+type WellFormed = (s: string) => string;
+const asIs: WellFormed = (s) => s;
+const toWellFormed: WellFormed = (s) => (s as string & { toWellFormed(): string }).toWellFormed();
+
+/**
  * Decodes Loki's JSON push body: `{"streams": [{"stream": {"name": "value"}, "values":
  * [["<unix ns>", "<line>"], ["<unix ns>", "<line>", {"name": "value"}]]}]}`. The third
- * element is structured metadata, and may be `{}`. Shape errors name the JSON path.
+ * element is structured metadata, and may be `{}`. Shape errors name the JSON path. Every
+ * string comes out well-formed (invalid UTF-8 and lone surrogates become U+FFFD, as Go
+ * decodes them).
  */
-export function decodeJsonPush(text: string): IncomingStream[] {
+export function decodeJsonPush(body: string | Uint8Array): IncomingStream[] {
+  if (typeof body !== "string" && jsonDepthExceeds(body)) {
+    throw new DecodeError("malformed_json", `nesting deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  const text =
+    typeof body === "string"
+      ? body
+      : Buffer.from(body.buffer, body.byteOffset, body.length).toString("utf8");
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch (error) {
     throw new DecodeError("malformed_json", (error as Error).message);
   }
+  const fix = SURROGATE_ESCAPE.test(text) ? toWellFormed : asIs;
   if (!isObject(doc)) fail("$", "expected an object");
   const rawStreams = doc.streams;
   if (rawStreams === undefined || rawStreams === null) return [];
@@ -122,7 +182,7 @@ export function decodeJsonPush(text: string): IncomingStream[] {
     for (const [name, value] of Object.entries(stream)) {
       if (typeof value !== "string") fail(`${path}.stream.${name}`, "expected a string");
     }
-    const labels = labelsFromObject(stream);
+    const labels = labelsFromObject(fix === asIs ? stream : wellFormedObject(stream, fix));
     const values = raw.values ?? [];
     if (!Array.isArray(values)) fail(`${path}.values`, "expected an array");
     const entries = values.map((v: unknown, i): IncomingEntry => {
@@ -140,17 +200,24 @@ export function decodeJsonPush(text: string): IncomingStream[] {
         if (!isObject(metadata)) fail(`${at}[2]`, "expected an object of names to values");
         for (const [name, value] of Object.entries(metadata)) {
           if (typeof value !== "string") fail(`${at}[2].${name}`, "expected a string");
-          structuredMetadata.push({ name, value });
+          structuredMetadata.push({ name: fix(name), value: fix(value) });
         }
       }
       const timestamp = BigInt(ts);
       if (timestamp > 0x7fffffffffffffffn || timestamp < -0x8000000000000000n) {
         fail(`${at}[0]`, "timestamp out of the int64 range");
       }
-      return { timestampNs: timestamp, line, structuredMetadata };
+      return { timestampNs: timestamp, line: fix(line), structuredMetadata };
     });
     return { labelsText: labelsString(labels), labels, entries };
   });
+}
+
+/** A copy with well-formed names and values; no prototype, so `__proto__` stays a name. */
+function wellFormedObject(o: Record<string, unknown>, fix: WellFormed): Record<string, string> {
+  const out = Object.create(null) as Record<string, string>;
+  for (const [name, value] of Object.entries(o)) out[fix(name)] = fix(value as string);
+  return out;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -319,3 +319,59 @@ describe("the queue", () => {
     expect(s.wal.endOffset(0)).toBe(0);
   });
 });
+
+describe("tenant state (issue 10, case 7)", () => {
+  it("is created only for a push with a valid stream: 10,000 refused tenants leave none", async () => {
+    const s = await setup();
+    const before = process.memoryUsage();
+    const refused = [
+      stream("{}", entry("no labels")),
+      stream('{"bad-name"="x"}', entry("bad name")),
+      stream('{a="b"}', entry("far too old", T0 - 30 * 24 * 60 * MIN)),
+    ];
+    for (let i = 0; i < 10_000; i++) {
+      const result = await s.distributor.push(`tenant-${i}`, [refused[i % refused.length]!]);
+      expect(result.status).toBe(400);
+    }
+    const after = process.memoryUsage();
+    // ~440 KB of limiters each had they been created: 4.4 GB.
+    expect(after.arrayBuffers - before.arrayBuffers).toBeLessThan(64 << 20);
+    expect(s.distributor.tenantCount).toBe(0);
+    expect((await s.distributor.push("tenant-ok", [stream('{a="b"}', entry("x"))])).status).toBe(
+      204,
+    );
+    expect(s.distributor.tenantCount).toBe(1);
+  });
+
+  it("is evicted once idle and holding nothing a new state would not", async () => {
+    const s = await setup({ perStreamRateBytes: 1000, perStreamBurstBytes: 1000 });
+    const streams = ["a", "b", "c"].map((v) => stream(`{s="${v}"}`, entry(`line ${v}`)));
+    expect((await s.distributor.push("t1", streams)).status).toBe(204);
+    expect(s.distributor.tenantCount).toBe(1);
+    expect(s.distributor.streamBucketCount).toBe(3);
+
+    s.clock.now += 10_000; // buckets refilled, tenant not idle long enough
+    s.distributor.evictIdle();
+    expect(s.distributor.tenantCount).toBe(1);
+    expect(s.distributor.streamBucketCount).toBe(0);
+
+    s.clock.now += 2 * 60 * MIN; // idle, but the day's new streams are still counted
+    s.distributor.evictIdle();
+    expect(s.distributor.tenantCount).toBe(1);
+
+    s.clock.now += 24 * 60 * MIN; // the day rolled over with no new stream: forgotten
+    s.distributor.evictIdle();
+    expect(s.distributor.tenantCount).toBe(0);
+    expect(await metric(s.registry, "sieve_distributor_tenants", {})).toBe(0);
+  });
+
+  it("eviction never lets a tenant past its new-stream limit", async () => {
+    const s = await setup({ maxNewStreamsPerHour: 1, maxNewStreamsPerDay: 1 });
+    const push = (v: string) =>
+      s.distributor.push("t", [stream(`{s="${v}"}`, entry(v, s.clock.now))]);
+    expect((await push("a")).status).toBe(204);
+    s.clock.now += 2 * 60 * MIN; // idle past tenantIdleMs (1 h) but within the day
+    s.distributor.evictIdle();
+    expect((await push("b")).status).toBe(429);
+  });
+});

@@ -1,32 +1,15 @@
 import type { Logger } from "pino";
 import { Limiter } from "@sieve/bloom";
-import {
-  LabelsError,
-  fingerprint,
-  fingerprintKey,
-  isValidLabelName,
-  labelsString,
-  parseLabels,
-  partitionOf,
-} from "@sieve/labels";
-import type { Label } from "@sieve/labels";
-import { encodeQueueRecord } from "@sieve/proto";
+import { fingerprintKey, partitionOf } from "@sieve/labels";
 import type { OutgoingRecord, QueueWriter } from "@sieve/queue";
 import type { DistributorConfig } from "./config.js";
-import type { IncomingEntry, IncomingStream } from "./decode.js";
+import type { IncomingStream } from "./decode.js";
 import { OverridableLimits, StreamRates, TokenBucket } from "./limits.js";
 import type { Limits, TenantLimits } from "./limits.js";
 import type { DistributorMetrics } from "./metrics.js";
-import {
-  REASONS,
-  messages,
-  structuredMetadataBytes,
-  tenantIdError,
-  timeBounds,
-  utf8Bytes,
-  validateEntry,
-  validateLabels,
-} from "./validation.js";
+import { prepareStreams } from "./prepare.js";
+import type { PreparedPush } from "./prepare.js";
+import { REASONS, messages, tenantIdError } from "./validation.js";
 import type { Reason, Rejection } from "./validation.js";
 
 /** What a push comes to: 204, 400 or 429 with Loki's messages, or 5xx if the queue failed. */
@@ -57,15 +40,8 @@ interface TenantState {
   readonly hourly: Limiter;
   readonly daily: Limiter;
   readonly streams: StreamRates;
-}
-
-interface Accepted {
-  readonly labels: string;
-  readonly fingerprint: bigint;
-  readonly entries: IncomingEntry[];
-  lineBytes: number;
-  /** Line plus structured metadata bytes: what rate limits count, as Loki. */
-  bytes: number;
+  /** When the tenant last pushed an accepted stream, ms. */
+  lastPushMs: number;
 }
 
 const HOUR_MS = 3_600_000;
@@ -84,6 +60,14 @@ function responseBody(rejections: readonly Rejection[]): string {
  * Validates pushes with Loki's rules, applies tenant limits (ingestion rate, per-stream rate,
  * new-stream limiter), and writes every accepted stream as one queue record to the
  * partition of its fingerprint; a push is acknowledged only once the queue has them all.
+ *
+ * Tenant state (~440 KB, mostly the new-stream limiters) is created only for a push with at
+ * least one valid stream, and forgotten once the tenant has pushed nothing for
+ * `tenantIdleMs` and holds nothing a new state would not: its rate bucket has refilled and
+ * both new-stream limiters have rolled into an interval with no new stream. Per-stream
+ * buckets are forgotten once refilled. Limits therefore hold exactly as without eviction
+ * (up to where a new limiter's interval starts); the price is that a tenant which created
+ * streams keeps its state until its daily interval rolls over.
  */
 export class Distributor {
   private readonly config: DistributorConfig;
@@ -93,6 +77,7 @@ export class Distributor {
   private readonly limits: Limits;
   private readonly now: () => number;
   private readonly tenants = new Map<string, TenantState>();
+  private lastEvictionMs: number;
 
   constructor(deps: DistributorDeps) {
     this.config = deps.config;
@@ -101,168 +86,166 @@ export class Distributor {
     this.metrics = deps.metrics;
     this.limits = deps.limits ?? new OverridableLimits(deps.config.limits, deps.config.overrides);
     this.now = deps.now ?? Date.now;
+    this.lastEvictionMs = this.now();
   }
 
-  private state(tenant: string, limits: TenantLimits): TenantState {
+  /** The limits of `tenant` (a valid tenant ID), as plain data. */
+  limitsFor(tenant: string): TenantLimits {
+    return this.limits.forTenant(tenant);
+  }
+
+  /** Tenants holding limiter state. */
+  get tenantCount(): number {
+    return this.tenants.size;
+  }
+
+  /** Per-stream rate buckets held, over all tenants. */
+  get streamBucketCount(): number {
+    let n = 0;
+    for (const s of this.tenants.values()) n += s.streams.size;
+    return n;
+  }
+
+  private state(tenant: string, limits: TenantLimits, nowMs: number): TenantState {
     let s = this.tenants.get(tenant);
     if (s === undefined) {
       const now = this.now;
       s = {
-        ingestion: new TokenBucket(limits.ingestionRateBytes, limits.ingestionBurstBytes, now()),
+        ingestion: new TokenBucket(limits.ingestionRateBytes, limits.ingestionBurstBytes, nowMs),
         hourly: new Limiter({ maxItems: limits.maxNewStreamsPerHour, intervalMs: HOUR_MS, now }),
         daily: new Limiter({ maxItems: limits.maxNewStreamsPerDay, intervalMs: 24 * HOUR_MS, now }),
         streams: new StreamRates(),
+        lastPushMs: nowMs,
       };
       this.tenants.set(tenant, s);
     }
+    s.lastPushMs = nowMs;
     return s;
   }
 
   /**
-   * Pushes the streams of one request for `tenant`. Never throws for bad data: refusals
-   * (an invalid tenant ID too) are in the result; a queue failure answers 503.
+   * Forgets the state of tenants idle for `tenantIdleMs` that hold nothing a new state would
+   * not (see the class), and the refilled stream buckets of the others. Runs from `push` at most once per interval
+   * (a tenth of the idle time, at most a minute) and from the HTTP server's timer.
+   */
+  evictIdle(): void {
+    const nowMs = this.now();
+    this.lastEvictionMs = nowMs;
+    for (const [tenant, s] of this.tenants) {
+      const idle =
+        nowMs - s.lastPushMs >= this.config.tenantIdleMs &&
+        s.ingestion.isFull(nowMs) &&
+        s.hourly.count === 0 &&
+        s.daily.count === 0;
+      if (idle) {
+        this.tenants.delete(tenant);
+      } else {
+        s.streams.sweep(nowMs);
+      }
+    }
+    this.metrics.tenants.set(this.tenants.size);
+  }
+
+  /** How often eviction runs, ms. */
+  get evictionIntervalMs(): number {
+    return Math.min(60_000, Math.max(1, Math.floor(this.config.tenantIdleMs / 10)));
+  }
+
+  /**
+   * Pushes the streams of one request for `tenant`, validating them on this thread. Never
+   * throws for bad data: refusals (an invalid tenant ID too) are in the result; a queue
+   * failure answers 503.
    */
   async push(tenant: string, streams: readonly IncomingStream[]): Promise<PushResult> {
+    const tenantError = tenantIdError(tenant);
+    if (tenantError !== undefined) {
+      return { status: 400, body: tenantError, acceptedLines: 0, reasons: [] };
+    }
+    const prepared = prepareStreams(tenant, streams, this.limitsFor(tenant), this.now());
+    return this.admit(tenant, prepared);
+  }
+
+  /**
+   * Applies the tenant's stateful limits to a prepared push (see prepare.ts) and writes the
+   * admitted records to the queue. Per stream, not per entry: the entries were validated
+   * and encoded where the push was prepared.
+   */
+  async admit(tenant: string, prepared: PreparedPush): Promise<PushResult> {
     // Checked here too, not only by the HTTP layer: the tenant ends up in metrics, records
     // and, downstream, storage keys.
     const tenantError = tenantIdError(tenant);
     if (tenantError !== undefined) {
       return { status: 400, body: tenantError, acceptedLines: 0, reasons: [] };
     }
-    const limits = this.limits.forTenant(tenant);
-    const state = this.state(tenant, limits);
     const nowMs = this.now();
-    const bounds = timeBounds(limits, nowMs);
-    const rejections: Rejection[] = [];
+    if (nowMs - this.lastEvictionMs >= this.evictionIntervalMs) this.evictIdle();
+    const limits = this.limitsFor(tenant);
+    const rejections = [...prepared.rejections];
     const discard = (reason: Reason, lines: number, bytes: number): void => {
       if (lines === 0) return;
       this.metrics.discardedLines.inc({ tenant, reason }, lines);
       this.metrics.discardedBytes.inc({ tenant, reason }, bytes);
     };
-    const entriesBytes = (entries: readonly IncomingEntry[]): number => {
-      let n = 0;
-      for (const e of entries)
-        n += utf8Bytes(e.line) + structuredMetadataBytes(e.structuredMetadata);
-      return n;
-    };
+    for (const d of prepared.discarded) discard(d.reason, d.lines, d.bytes);
 
-    // 1. Validation: labels per stream, then each entry (Loki drops single entries).
-    const accepted: Accepted[] = [];
-    for (const stream of streams) {
-      let labels: readonly Label[];
-      try {
-        labels = stream.labels ?? parseLabels(stream.labelsText);
-        const bad =
-          stream.labels === undefined ? undefined : labels.find((l) => !isValidLabelName(l.name));
-        if (bad !== undefined) {
-          throw new LabelsError("invalid_label_name", JSON.stringify(bad.name));
-        }
-      } catch (error) {
-        if (!(error instanceof LabelsError)) throw error;
-        rejections.push({
-          reason: "invalid_labels",
-          message: messages.invalidLabels(stream.labelsText, error.message),
-        });
-        discard("invalid_labels", stream.entries.length, entriesBytes(stream.entries));
-        continue;
-      }
-      const labelError = validateLabels(labels, stream.labelsText, limits);
-      if (labelError !== undefined) {
-        rejections.push(labelError);
-        discard(labelError.reason, stream.entries.length, entriesBytes(stream.entries));
-        continue;
-      }
-      const canonical = labelsString(labels);
-      const kept: Accepted = {
-        labels: canonical,
-        fingerprint: fingerprint(canonical),
-        entries: [],
-        lineBytes: 0,
-        bytes: 0,
-      };
-      for (const entry of stream.entries) {
-        const lineBytes = utf8Bytes(entry.line);
-        const metadata = entry.structuredMetadata;
-        const metadataBytes = metadata.length === 0 ? 0 : structuredMetadataBytes(metadata);
-        const error = validateEntry(
-          entry.timestampNs,
-          lineBytes,
-          metadata,
-          metadataBytes,
-          canonical,
-          limits,
-          bounds,
-        );
-        if (error !== undefined) {
-          rejections.push(error);
-          discard(error.reason, 1, lineBytes + metadataBytes);
-          continue;
-        }
-        kept.entries.push(entry);
-        kept.lineBytes += lineBytes;
-        kept.bytes += lineBytes + metadataBytes;
-      }
-      if (kept.entries.length > 0) accepted.push(kept);
-    }
-
-    // 2. Tenant ingestion rate: the whole request's valid bytes, all or nothing (as Loki).
-    let lines = 0;
-    let bytes = 0;
-    for (const a of accepted) {
-      lines += a.entries.length;
-      bytes += a.bytes;
-    }
-    if (bytes > 0 && !state.ingestion.allow(bytes, nowMs)) {
-      rejections.push({
-        reason: "rate_limited",
-        message: messages.rateLimited(tenant, limits.ingestionRateBytes, lines, bytes),
-      });
-      discard("rate_limited", lines, bytes);
-      accepted.length = 0;
-    }
-
-    // 3. New-stream limiter (hour, day), then each stream's own rate.
+    const { streams } = prepared;
     const records: OutgoingRecord[] = [];
     let acceptedLines = 0;
     let acceptedBytes = 0;
-    for (const a of accepted) {
-      const key = fingerprintKey(a.fingerprint);
-      const limit = !state.hourly.add(key)
-        ? (["maxNewStreamsPerHour", limits.maxNewStreamsPerHour] as const)
-        : !state.daily.add(key)
-          ? (["maxNewStreamsPerDay", limits.maxNewStreamsPerDay] as const)
-          : undefined;
-      if (limit !== undefined) {
-        rejections.push({
-          reason: "stream_limit",
-          message: messages.streamLimit(a.labels, tenant, limit[0], limit[1]),
-        });
-        discard("stream_limit", a.entries.length, a.bytes);
-        continue;
+    if (streams.length > 0) {
+      // Created only now: a push with no valid stream leaves no state behind.
+      const state = this.state(tenant, limits, nowMs);
+      // 1. Tenant ingestion rate: the whole request's valid bytes, all or nothing (as Loki).
+      let lines = 0;
+      let bytes = 0;
+      for (const a of streams) {
+        lines += a.lines;
+        bytes += a.bytes;
       }
-      if (!state.streams.allow(a.fingerprint, a.bytes, limits, nowMs)) {
+      const admitted = bytes === 0 || state.ingestion.allow(bytes, nowMs);
+      if (!admitted) {
         rejections.push({
-          reason: "per_stream_rate_limit",
-          message: messages.perStreamRateLimit(limits.perStreamRateBytes, a.labels, a.bytes),
+          reason: "rate_limited",
+          message: messages.rateLimited(tenant, limits.ingestionRateBytes, lines, bytes),
         });
-        discard("per_stream_rate_limit", a.entries.length, a.bytes);
-        continue;
+        discard("rate_limited", lines, bytes);
       }
-      records.push({
-        partition: partitionOf(a.fingerprint, this.queue.partitions),
-        key,
-        value: encodeQueueRecord({
-          tenant,
-          labels: a.labels,
-          fingerprint: a.fingerprint,
-          entries: a.entries,
-        }),
-      });
-      acceptedLines += a.entries.length;
-      acceptedBytes += a.lineBytes;
+
+      // 2. New-stream limiter (hour, day), then each stream's own rate.
+      let start = 0;
+      for (const a of admitted ? streams : []) {
+        const value = prepared.records.subarray(start, a.recordEnd);
+        start = a.recordEnd;
+        const key = fingerprintKey(a.fingerprint);
+        const limit = !state.hourly.add(key)
+          ? (["maxNewStreamsPerHour", limits.maxNewStreamsPerHour] as const)
+          : !state.daily.add(key)
+            ? (["maxNewStreamsPerDay", limits.maxNewStreamsPerDay] as const)
+            : undefined;
+        if (limit !== undefined) {
+          rejections.push({
+            reason: "stream_limit",
+            message: messages.streamLimit(a.labels, tenant, limit[0], limit[1]),
+          });
+          discard("stream_limit", a.lines, a.bytes);
+          continue;
+        }
+        if (!state.streams.allow(a.fingerprint, a.bytes, limits, nowMs)) {
+          rejections.push({
+            reason: "per_stream_rate_limit",
+            message: messages.perStreamRateLimit(limits.perStreamRateBytes, a.labels, a.bytes),
+          });
+          discard("per_stream_rate_limit", a.lines, a.bytes);
+          continue;
+        }
+        records.push({ partition: partitionOf(a.fingerprint, this.queue.partitions), key, value });
+        acceptedLines += a.lines;
+        acceptedBytes += a.lineBytes;
+      }
+      this.metrics.tenants.set(this.tenants.size);
     }
 
-    // 4. Durable before acknowledged.
+    // 3. Durable before acknowledged.
     if (records.length > 0) {
       const started = performance.now();
       try {

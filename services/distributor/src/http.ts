@@ -1,18 +1,16 @@
-import { Readable, Writable } from "node:stream";
-import { pipeline } from "node:stream/promises";
-import { createGunzip, createInflate } from "node:zlib";
+import { Readable } from "node:stream";
 import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback } from "fastify";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import type { QueueWriter } from "@sieve/queue";
 import type { DistributorConfig } from "./config.js";
-import { DecodeError, decodeJsonPush, decodeProtobufPush } from "./decode.js";
-import type { IncomingStream } from "./decode.js";
 import { Distributor } from "./distributor.js";
 import type { Limits } from "./limits.js";
 import { DistributorMetrics } from "./metrics.js";
+import type { BodyEncoding } from "./prepare.js";
 import { messages, tenantIdError } from "./validation.js";
+import { PushPreparer } from "./workers.js";
 
 /** What the distributor's HTTP side needs. */
 export interface DistributorHttpDeps {
@@ -39,70 +37,33 @@ class HttpError extends Error {
   }
 }
 
-/** Collects a stream into one Buffer, failing with 413 once it passes `max` bytes. */
-function collector(max: number, what: string): { sink: Writable; result: () => Buffer } {
+/**
+ * Reads a request body as received (compressed or not), failing with 413 once it passes
+ * `maxBytes`, into a buffer of its own (so it can be transferred to a worker whole).
+ * Decompression happens where the body is decoded (prepare.ts), off this thread.
+ */
+async function readBody(raw: Readable, maxBytes: number): Promise<Uint8Array> {
   const chunks: Buffer[] = [];
   let total = 0;
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      total += chunk.length;
-      if (total > max) {
-        done(new HttpError(413, `${messages.bodyTooLarge(total, max)} (${what})`));
-        return;
-      }
-      chunks.push(chunk);
-      done();
-    },
-  });
-  return { sink, result: () => (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total)) };
-}
-
-/** Passes a stream through, failing with 413 once it passes `max` bytes. */
-async function* capped(source: AsyncIterable<Buffer>, max: number): AsyncGenerator<Buffer> {
-  let total = 0;
-  for await (const chunk of source) {
+  for await (const chunk of raw as AsyncIterable<Buffer>) {
     total += chunk.length;
-    if (total > max) throw new HttpError(413, messages.bodyTooLarge(total, max));
-    yield chunk;
+    if (total > maxBytes) throw new HttpError(413, messages.bodyTooLarge(total, maxBytes));
+    chunks.push(chunk);
   }
+  const body = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    body.set(c, at);
+    at += c.length;
+  }
+  return body;
 }
 
-/**
- * Reads a request body: at most `maxBodyBytes` as received, then, for gzip or deflate,
- * inflated as it streams in and stopped as soon as the output passes
- * `maxDecompressedBytes`: a bomb costs at most one zlib chunk past the cap.
- */
-async function readBody(
-  raw: Readable,
-  encoding: string | undefined,
-  config: DistributorConfig,
-): Promise<Buffer> {
-  const enc = (encoding ?? "").trim().toLowerCase();
-  if (enc === "" || enc === "identity") {
-    const out = collector(config.maxBodyBytes, "body");
-    await pipeline(raw, out.sink);
-    return out.result();
-  }
-  const inflater =
-    enc === "gzip" ? createGunzip() : enc === "deflate" ? createInflate() : undefined;
-  if (inflater === undefined) throw new HttpError(415, `Content-Encoding "${enc}" not supported`);
-  const out = collector(config.maxDecompressedBytes, "decompressed");
-  try {
-    await pipeline(
-      raw,
-      (src: AsyncIterable<Buffer>) => capped(src, config.maxBodyBytes),
-      inflater,
-      out.sink,
-    );
-  } catch (error) {
-    if (error instanceof HttpError) throw error;
-    const code = (error as { code?: string }).code;
-    if (code?.startsWith("Z_") === true || code === "ERR_ZLIB_INITIALIZATION_FAILED") {
-      throw new HttpError(400, `${enc} body does not decompress: ${(error as Error).message}`);
-    }
-    throw error;
-  }
-  return out.result();
+/** The Content-Encoding of a push, or undefined when not supported. */
+function bodyEncoding(header: string | undefined): BodyEncoding | undefined {
+  const enc = (header ?? "").trim().toLowerCase();
+  if (enc === "" || enc === "identity") return "identity";
+  return enc === "gzip" || enc === "deflate" ? enc : undefined;
 }
 
 /**
@@ -121,6 +82,21 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
       metrics,
       ...(deps.limits !== undefined && { limits: deps.limits }),
       ...(deps.now !== undefined && { now: deps.now }),
+    });
+    const now = deps.now ?? Date.now;
+    const preparer = new PushPreparer({
+      threads: config.decodeThreads,
+      heapMb: config.decodeWorkerHeapMb,
+      inlineMaxBytes: config.inlineDecodeMaxBytes,
+    });
+    // Idle tenants are also forgotten when no push comes to trigger it.
+    const eviction = setInterval(() => {
+      distributor.evictIdle();
+    }, distributor.evictionIntervalMs);
+    eviction.unref();
+    app.addHook("onClose", async () => {
+      clearInterval(eviction);
+      await preparer.close();
     });
 
     // The push route reads its own body (see readBody), so every content type passes raw.
@@ -161,34 +137,35 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
         closeConnection = true;
         return send(413, messages.bodyTooLarge(declared, config.maxBodyBytes));
       }
-      let streams: IncomingStream[];
+      const encoding = bodyEncoding(request.headers["content-encoding"]);
+      if (encoding === undefined) {
+        closeConnection = true;
+        const enc = request.headers["content-encoding"]!.trim().toLowerCase();
+        return send(415, `Content-Encoding "${enc}" not supported`);
+      }
+      let body: Uint8Array;
       try {
         // Without a Content-Type fastify runs no parser and leaves no stream: an empty body.
         const raw = request.body;
-        const body =
-          raw instanceof Readable
-            ? await readBody(raw, request.headers["content-encoding"], config)
-            : Buffer.alloc(0);
-        const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-        streams =
-          type === "application/json"
-            ? decodeJsonPush(body.toString("utf8"))
-            : decodeProtobufPush(body, config.maxDecompressedBytes);
+        body =
+          raw instanceof Readable ? await readBody(raw, config.maxBodyBytes) : new Uint8Array(0);
       } catch (error) {
-        if (error instanceof HttpError) {
-          closeConnection = true;
-          return send(error.status, error.message);
-        }
-        if (error instanceof DecodeError) {
-          if (error.code === "body_too_large") {
-            return send(413, messages.bodyTooLarge(error.bytes, config.maxDecompressedBytes));
-          }
-          if (error.code === "too_many_messages") return send(413, error.message);
-          return send(400, error.message);
-        }
-        throw error;
+        if (!(error instanceof HttpError)) throw error;
+        closeConnection = true;
+        return send(error.status, error.message);
       }
-      const result = await distributor.push(tenant, streams);
+      const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+      const outcome = await preparer.prepare({
+        tenant,
+        body,
+        format: type === "application/json" ? "json" : "protobuf",
+        encoding,
+        maxDecompressedBytes: config.maxDecompressedBytes,
+        limits: distributor.limitsFor(tenant),
+        nowMs: now(),
+      });
+      if (!outcome.ok) return send(outcome.refusal.status, outcome.refusal.message);
+      const result = await distributor.admit(tenant, outcome.push);
       return send(result.status, result.body);
     });
 

@@ -65,23 +65,24 @@ export interface Limits {
   forTenant(tenant: string): TenantLimits;
 }
 
-/** Defaults with per-tenant overrides, resolved once per tenant. */
+/**
+ * Defaults with per-tenant overrides, resolved once per overridden tenant. Other tenants
+ * get the defaults object itself: a tenant ID costs nothing here.
+ */
 export class OverridableLimits implements Limits {
   private readonly resolved = new Map<string, TenantLimits>();
 
   constructor(
     private readonly defaults: TenantLimits,
-    private readonly overrides: Readonly<Record<string, Partial<TenantLimits>>> = {},
-  ) {}
+    overrides: Readonly<Record<string, Partial<TenantLimits>>> = {},
+  ) {
+    for (const [tenant, override] of Object.entries(overrides)) {
+      this.resolved.set(tenant, { ...defaults, ...override });
+    }
+  }
 
   forTenant(tenant: string): TenantLimits {
-    let limits = this.resolved.get(tenant);
-    if (limits === undefined) {
-      const override = Object.hasOwn(this.overrides, tenant) ? this.overrides[tenant] : undefined;
-      limits = override === undefined ? this.defaults : { ...this.defaults, ...override };
-      this.resolved.set(tenant, limits);
-    }
-    return limits;
+    return this.resolved.get(tenant) ?? this.defaults;
   }
 }
 
@@ -126,8 +127,8 @@ export class TokenBucket {
 
 /**
  * Per-stream token buckets of one tenant. Buckets that have refilled completely are
- * forgotten when the map grows past `sweepAt`, so memory follows the streams active
- * recently, not every stream ever seen.
+ * forgotten when the map grows past `sweepAt` and on every {@link sweep}, so memory follows
+ * the streams active recently, not every stream ever seen.
  */
 export class StreamRates {
   private readonly buckets = new Map<bigint, TokenBucket>();
@@ -152,7 +153,8 @@ export class StreamRates {
     return this.buckets.size;
   }
 
-  private sweep(now: number): void {
+  /** Forgets the buckets that have refilled: a full bucket is what a new one would be. */
+  sweep(now: number): void {
     for (const [fp, bucket] of this.buckets) if (bucket.isFull(now)) this.buckets.delete(fp);
     this.sweepAt = Math.max(this.initialSweepAt, this.buckets.size * 2);
   }

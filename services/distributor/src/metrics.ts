@@ -1,4 +1,4 @@
-import { Counter, Histogram } from "prom-client";
+import { Counter, Gauge, Histogram } from "prom-client";
 import type { Registry } from "prom-client";
 
 /** The distributor's Prometheus metrics, registered on the registry it is given. */
@@ -15,6 +15,8 @@ export class DistributorMetrics {
   readonly requestDuration: Histogram<"status_code">;
   /** Time for the queue to accept a request's records durably, by outcome. */
   readonly queueWriteDuration: Histogram<"outcome">;
+  /** Tenants holding limiter state (evicted when idle). */
+  readonly tenants: Gauge;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -54,6 +56,11 @@ export class DistributorMetrics {
       help: "Time for the queue to accept a push's records durably.",
       labelNames: ["outcome"],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    this.tenants = new Gauge({
+      name: "sieve_distributor_tenants",
+      help: "Tenants holding limiter state in this distributor.",
       registers,
     });
   }

@@ -1,0 +1,314 @@
+/**
+ * The stateless half of a push: decompress, decode, validate every stream and entry with
+ * the tenant's limits, and encode each accepted stream as its queue record. It needs no
+ * state but the limits and the clock, so it runs on a worker thread (see workers.ts) and
+ * hands back what the main thread can take without per-entry work: the records back to
+ * back in one transferable buffer, one small summary per stream, and the refusals.
+ */
+import { gunzipSync, inflateSync } from "node:zlib";
+import {
+  LabelsError,
+  MAX_LABELS_STRING,
+  fingerprint,
+  isValidLabelName,
+  labelsString,
+  parseLabels,
+} from "@sieve/labels";
+import type { Label } from "@sieve/labels";
+import { encodeQueueRecord } from "@sieve/proto";
+import { DecodeError, decodeJsonPush, decodeProtobufPush } from "./decode.js";
+import type { IncomingEntry, IncomingStream } from "./decode.js";
+import type { TenantLimits } from "./limits.js";
+import {
+  messages,
+  structuredMetadataBytes,
+  timeBounds,
+  utf8Bytes,
+  validateEntry,
+  validateLabels,
+} from "./validation.js";
+import type { Reason, Rejection } from "./validation.js";
+
+/** The body encodings the push route accepts (Content-Encoding). */
+export type BodyEncoding = "identity" | "gzip" | "deflate";
+
+/** One push as received, with what validating it needs. Plain data: it crosses threads. */
+export interface PrepareTask {
+  readonly tenant: string;
+  /** The body as received: compressed when `encoding` says so. */
+  readonly body: Uint8Array;
+  /** JSON, or protobuf compressed with raw snappy (Loki's rule for any other type). */
+  readonly format: "json" | "protobuf";
+  readonly encoding: BodyEncoding;
+  readonly maxDecompressedBytes: number;
+  readonly limits: TenantLimits;
+  /** The distributor's clock when the push arrived, for the timestamp bounds. */
+  readonly nowMs: number;
+}
+
+/** An accepted stream, summarised: the main thread applies the stateful limits to it. */
+export interface PreparedStream {
+  /** Canonical label string. */
+  readonly labels: string;
+  readonly fingerprint: bigint;
+  readonly lines: number;
+  /** Raw line bytes, for `bytes_received`. */
+  readonly lineBytes: number;
+  /** Line plus structured metadata bytes: what rate limits count, as Loki. */
+  readonly bytes: number;
+  /** Where its queue record ends in {@link PreparedPush.records} (it starts at the previous end). */
+  readonly recordEnd: number;
+}
+
+/** Lines and bytes refused for one reason. */
+export interface Discarded {
+  readonly reason: Reason;
+  lines: number;
+  bytes: number;
+}
+
+/** A validated push, ready for the tenant limits and the queue. */
+export interface PreparedPush {
+  readonly streams: PreparedStream[];
+  /** The accepted streams' queue records, back to back, in one buffer of its own. */
+  readonly records: Uint8Array;
+  /** Refusals in request order, with Loki's messages. */
+  readonly rejections: Rejection[];
+  readonly discarded: Discarded[];
+}
+
+/** A body that cannot be read at all: the answer, 400, 413 or 415. */
+export interface BodyRefusal {
+  readonly status: 400 | 413;
+  readonly message: string;
+}
+
+/** What preparing a push comes to. */
+export type PrepareOutcome =
+  | { readonly ok: true; readonly push: PreparedPush }
+  | { readonly ok: false; readonly refusal: BodyRefusal };
+
+/** Decodes, validates and encodes one push. Never throws for bad input. */
+export function preparePush(task: PrepareTask): PrepareOutcome {
+  let streams: IncomingStream[];
+  try {
+    const body = decompress(task.body, task.encoding, task.maxDecompressedBytes);
+    streams =
+      task.format === "json"
+        ? decodeJsonPush(body)
+        : decodeProtobufPush(body, task.maxDecompressedBytes);
+  } catch (error) {
+    if (error instanceof BodyError) return { ok: false, refusal: error.refusal };
+    if (!(error instanceof DecodeError)) throw error;
+    if (error.code === "body_too_large") {
+      return refuse(413, messages.bodyTooLarge(error.bytes, task.maxDecompressedBytes));
+    }
+    return refuse(error.code === "too_many_messages" ? 413 : 400, error.message);
+  }
+  return { ok: true, push: prepareStreams(task.tenant, streams, task.limits, task.nowMs) };
+}
+
+function refuse(status: 400 | 413, message: string): PrepareOutcome {
+  return { ok: false, refusal: { status, message } };
+}
+
+class BodyError extends Error {
+  constructor(readonly refusal: BodyRefusal) {
+    super(refusal.message);
+  }
+}
+
+/**
+ * Inflates a gzip or deflate body in one synchronous call, stopped by zlib itself once the
+ * output passes `maxBytes`: a bomb costs at most `maxBytes` (it runs on a worker, so a
+ * synchronous call blocks nobody, and it keeps zlib off libuv's pool, which the WAL's
+ * writes and fsyncs share).
+ */
+function decompress(body: Uint8Array, encoding: BodyEncoding, maxBytes: number): Uint8Array {
+  if (encoding === "identity") return body;
+  try {
+    const inflate = encoding === "gzip" ? gunzipSync : inflateSync;
+    return inflate(body, { maxOutputLength: maxBytes });
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === "ERR_BUFFER_TOO_LARGE") {
+      // zlib stops at the cap without saying how far the body would go: at least one more.
+      throw new BodyError({
+        status: 413,
+        message: `${messages.bodyTooLarge(maxBytes + 1, maxBytes)} (decompressed)`,
+      });
+    }
+    throw new BodyError({
+      status: 400,
+      message: `${encoding} body does not decompress: ${(error as Error).message}`,
+    });
+  }
+}
+
+interface Kept {
+  readonly labels: string;
+  readonly fingerprint: bigint;
+  readonly entries: IncomingEntry[];
+  lineBytes: number;
+  bytes: number;
+}
+
+/**
+ * Validates decoded streams with Loki's rules (labels per stream, then each entry: Loki
+ * drops single entries) and encodes each accepted stream's queue record. Refusals keep the
+ * request's order.
+ */
+export function prepareStreams(
+  tenant: string,
+  streams: readonly IncomingStream[],
+  limits: TenantLimits,
+  nowMs: number,
+): PreparedPush {
+  const bounds = timeBounds(limits, nowMs);
+  const rejections: Rejection[] = [];
+  const discarded = new Map<Reason, Discarded>();
+  const discard = (reason: Reason, lines: number, bytes: number): void => {
+    if (lines === 0) return;
+    const d = discarded.get(reason);
+    if (d === undefined) discarded.set(reason, { reason, lines, bytes });
+    else {
+      d.lines += lines;
+      d.bytes += bytes;
+    }
+  };
+  const refuseStream = (stream: IncomingStream, rejection: Rejection): void => {
+    rejections.push(rejection);
+    let bytes = 0;
+    for (const e of stream.entries) {
+      bytes += utf8Bytes(e.line) + structuredMetadataBytes(e.structuredMetadata);
+    }
+    discard(rejection.reason, stream.entries.length, bytes);
+  };
+
+  const kept: Kept[] = [];
+  for (const stream of streams) {
+    const checked = streamLabels(stream, limits);
+    if ("rejection" in checked) {
+      refuseStream(stream, checked.rejection);
+      continue;
+    }
+    const { labels } = checked;
+    const canonical = labelsString(labels);
+    const unreadable = unreadableError(canonical, labels);
+    if (unreadable !== undefined) {
+      refuseStream(stream, {
+        reason: "invalid_labels",
+        message: messages.invalidLabels(stream.labelsText, unreadable),
+      });
+      continue;
+    }
+    const k: Kept = {
+      labels: canonical,
+      fingerprint: fingerprint(canonical),
+      entries: [],
+      lineBytes: 0,
+      bytes: 0,
+    };
+    for (const entry of stream.entries) {
+      const lineBytes = utf8Bytes(entry.line);
+      const metadata = entry.structuredMetadata;
+      const metadataBytes = metadata.length === 0 ? 0 : structuredMetadataBytes(metadata);
+      const error = validateEntry(
+        entry.timestampNs,
+        lineBytes,
+        metadata,
+        metadataBytes,
+        canonical,
+        limits,
+        bounds,
+      );
+      if (error !== undefined) {
+        rejections.push(error);
+        discard(error.reason, 1, lineBytes + metadataBytes);
+        continue;
+      }
+      k.entries.push(entry);
+      k.lineBytes += lineBytes;
+      k.bytes += lineBytes + metadataBytes;
+    }
+    if (k.entries.length > 0) kept.push(k);
+  }
+
+  // Each record is encoded on its own (protobufjs may hand back a slice of a shared pool),
+  // then copied into one fresh buffer that can be transferred without copying again.
+  const encoded = kept.map((k) =>
+    encodeQueueRecord({ tenant, labels: k.labels, fingerprint: k.fingerprint, entries: k.entries }),
+  );
+  let total = 0;
+  for (const e of encoded) total += e.length;
+  const records = new Uint8Array(total);
+  const prepared: PreparedStream[] = new Array<PreparedStream>(kept.length);
+  let at = 0;
+  for (let i = 0; i < kept.length; i++) {
+    const k = kept[i]!;
+    records.set(encoded[i]!, at);
+    at += encoded[i]!.length;
+    prepared[i] = {
+      labels: k.labels,
+      fingerprint: k.fingerprint,
+      lines: k.entries.length,
+      lineBytes: k.lineBytes,
+      bytes: k.bytes,
+      recordEnd: at,
+    };
+  }
+  return { streams: prepared, records, rejections, discarded: [...discarded.values()] };
+}
+
+/** A stream's sorted labels, or the refusal of the whole stream (Loki's `ValidateLabels`). */
+function streamLabels(
+  stream: IncomingStream,
+  limits: TenantLimits,
+): { readonly labels: readonly Label[] } | { readonly rejection: Rejection } {
+  let labels: readonly Label[];
+  try {
+    labels = stream.labels ?? parseLabels(stream.labelsText);
+  } catch (error) {
+    if (!(error instanceof LabelsError)) throw error;
+    const message = messages.invalidLabels(stream.labelsText, error.message);
+    return { rejection: { reason: "invalid_labels", message } };
+  }
+  if (stream.labels !== undefined) {
+    for (const l of labels) {
+      if (!isValidLabelName(l.name)) {
+        const error = new LabelsError("invalid_label_name", JSON.stringify(l.name));
+        const message = messages.invalidLabels(stream.labelsText, error.message);
+        return { rejection: { reason: "invalid_labels", message } };
+      }
+    }
+  }
+  const rejection = validateLabels(labels, stream.labelsText, limits);
+  return rejection === undefined ? { labels } : { rejection };
+}
+
+/**
+ * Why the read side could not parse `canonical` back to `labels`, or undefined. Readers
+ * (the ingester, the querier, index segments) parse the canonical string again, so a
+ * label set that does not round-trip would fail every read of the tenant: it is refused
+ * here instead. Decoded strings are well-formed UTF-16 (see decode.ts), which makes this
+ * hold by construction; the check keeps it so whatever a decoder lets through.
+ */
+function unreadableError(canonical: string, labels: readonly Label[]): string | undefined {
+  if (canonical.length > MAX_LABELS_STRING) {
+    return `parse error: label set longer than ${MAX_LABELS_STRING}`;
+  }
+  let back: Label[];
+  try {
+    back = parseLabels(canonical);
+  } catch (error) {
+    if (error instanceof LabelsError) return error.message;
+    throw error;
+  }
+  if (back.length !== labels.length) return "parse error: labels do not read back";
+  for (let i = 0; i < back.length; i++) {
+    if (back[i]!.name !== labels[i]!.name || back[i]!.value !== labels[i]!.value) {
+      return "parse error: labels do not read back";
+    }
+  }
+  return undefined;
+}
