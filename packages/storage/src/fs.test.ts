@@ -56,6 +56,22 @@ describe("FsObjectStore", () => {
   });
 });
 
+describe("FsObjectStore with a call's signal", () => {
+  test("an aborted signal ends every call with aborted, and an aborted put writes nothing", async () => {
+    const store = fresh();
+    await store.put("sig/a", new Uint8Array(3));
+    const signal = AbortSignal.abort();
+    await expectCode(store.get("sig/a", { signal }), "aborted");
+    await expectCode(store.getRange("sig/a", 0, 1, { signal }), "aborted");
+    await expectCode(store.head("sig/a", { signal }), "aborted");
+    await expectCode(store.list("sig/", { signal }), "aborted");
+    await expectCode(store.delete("sig/a", { signal }), "aborted");
+    await expectCode(store.put("sig/b", new Uint8Array(1), { signal }), "aborted");
+    expect(await store.list("sig/")).toEqual(["sig/a"]);
+    expect(readdirSync(join(store.root, "sig"))).toEqual(["a"]);
+  });
+});
+
 describe("FsObjectStore crash safety", () => {
   /**
    * Runs fs.test-crash.ts until it has finished `puts` puts, SIGKILLs it and answers the

@@ -10,7 +10,7 @@ import {
   validatePrefix,
   validateRange,
 } from "./keys.js";
-import type { ObjectInfo, ObjectStore } from "./store.js";
+import type { CallOptions, ObjectInfo, ObjectStore } from "./store.js";
 
 /**
  * An {@link ObjectStore} in a directory: key `a/b/c` is the file `<root>/a/b/c`. The single
@@ -22,6 +22,10 @@ import type { ObjectInfo, ObjectStore } from "./store.js";
  * Deleting leaves empty directories behind: removing them would race with a concurrent put
  * into the same directory. A key that is a directory prefix of another key (`a` and `a/b`)
  * cannot exist on a file system; such a put fails with `key_conflict`.
+ *
+ * A call's `signal` is checked before each step (a read in progress in the kernel cannot
+ * be cancelled); an aborted call fails with `aborted`. Local files have no deadline of
+ * their own: `timeoutMs` is ignored.
  */
 export class FsObjectStore implements ObjectStore {
   /** Absolute root directory; created on the first put. */
@@ -31,18 +35,25 @@ export class FsObjectStore implements ObjectStore {
     this.root = resolve(root);
   }
 
-  async get(key: string): Promise<Uint8Array> {
+  async get(key: string, options?: CallOptions): Promise<Uint8Array> {
     const path = this.pathOf(key);
+    checkSignal(options, "get", key);
     try {
-      return await readFile(path);
+      return await readFile(path, { signal: options?.signal });
     } catch (err) {
       throw this.readError(err, key);
     }
   }
 
-  async getRange(key: string, offset: number, length: number): Promise<Uint8Array> {
+  async getRange(
+    key: string,
+    offset: number,
+    length: number,
+    options?: CallOptions,
+  ): Promise<Uint8Array> {
     validateRange(offset, length);
     const path = this.pathOf(key);
+    checkSignal(options, "get range of", key);
     let fh;
     try {
       fh = await open(path, "r");
@@ -62,6 +73,7 @@ export class FsObjectStore implements ObjectStore {
       const out = Buffer.allocUnsafe(n);
       let got = 0;
       while (got < n) {
+        checkSignal(options, "get range of", key);
         const { bytesRead } = await fh.read(out, got, n - got, offset + got);
         if (bytesRead === 0) break; // shrank under us: cannot happen with atomic puts
         got += bytesRead;
@@ -74,8 +86,9 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
-  async head(key: string): Promise<ObjectInfo> {
+  async head(key: string, options?: CallOptions): Promise<ObjectInfo> {
     const path = this.pathOf(key);
+    checkSignal(options, "head", key);
     try {
       const st = await stat(path);
       if (!st.isFile()) throw new StorageError("not_found", key);
@@ -85,8 +98,9 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
-  async put(key: string, data: Uint8Array): Promise<void> {
+  async put(key: string, data: Uint8Array, options?: CallOptions): Promise<void> {
     const path = this.pathOf(key);
+    checkSignal(options, "put", key);
     const dir = dirname(path);
     let created: string | undefined;
     try {
@@ -95,7 +109,7 @@ export class FsObjectStore implements ObjectStore {
       if (hasCode(err, "ENOTDIR", "EEXIST")) {
         throw new StorageError("key_conflict", `a parent of ${key} is an object`, { cause: err });
       }
-      throw new StorageError("backend", `mkdir for ${key}`, { cause: err });
+      throw backend(`mkdir for ${key}`, err);
     }
     const tmp = join(dir, TEMP_PREFIX + randomBytes(8).toString("hex"));
     try {
@@ -106,13 +120,16 @@ export class FsObjectStore implements ObjectStore {
       } finally {
         await fh.close();
       }
+      // Last look before the object becomes visible: an aborted put leaves nothing.
+      checkSignal(options, "put", key);
       await rename(tmp, path);
     } catch (err) {
       await unlink(tmp).catch(() => undefined);
+      if (err instanceof StorageError) throw err;
       if (hasCode(err, "EISDIR", "ENOTEMPTY", "EEXIST")) {
         throw new StorageError("key_conflict", `${key} is a prefix of other keys`, { cause: err });
       }
-      throw new StorageError("backend", `put ${key}`, { cause: err });
+      throw backend(`put ${key}`, err);
     }
     // The rename is durable once its directory is synced; new directories need their
     // parents synced too, from the first one created down to the target's directory.
@@ -122,12 +139,13 @@ export class FsObjectStore implements ObjectStore {
         for (let d = dir; d !== dirname(created); d = dirname(d)) await fsyncDir(dirname(d));
       }
     } catch (err) {
-      throw new StorageError("backend", `fsync directory of ${key}`, { cause: err });
+      throw backend(`fsync directory of ${key}`, err);
     }
   }
 
-  async list(prefix: string): Promise<string[]> {
+  async list(prefix: string, options?: CallOptions): Promise<string[]> {
     validatePrefix(prefix);
+    checkSignal(options, "list", prefix);
     // A directory part that no valid key can have lists nothing (and must not be joined:
     // `..` would leave the root).
     if (!prefixCanMatch(prefix)) return [];
@@ -141,12 +159,13 @@ export class FsObjectStore implements ObjectStore {
       { dir: join(this.root, ...dirSegments), key: dirKey, filter: rest },
     ];
     for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+      checkSignal(options, "list", prefix);
       let entries;
       try {
         entries = await readdir(top.dir, { withFileTypes: true });
       } catch (err) {
         if (hasCode(err, "ENOENT", "ENOTDIR")) continue; // nothing there, or deleted meanwhile
-        throw new StorageError("backend", `list ${prefix}`, { cause: err });
+        throw backend(`list ${prefix}`, err);
       }
       for (const e of entries) {
         if (e.name.startsWith(TEMP_PREFIX) || !e.name.startsWith(top.filter)) continue;
@@ -158,14 +177,15 @@ export class FsObjectStore implements ObjectStore {
     return keys.sort(compareUtf8);
   }
 
-  async delete(key: string): Promise<void> {
+  async delete(key: string, options?: CallOptions): Promise<void> {
     const path = this.pathOf(key);
+    checkSignal(options, "delete", key);
     try {
       await unlink(path);
     } catch (err) {
       // Missing, a parent is a file, or a directory (no object by that key): nothing to do.
       if (hasCode(err, "ENOENT", "ENOTDIR", "EISDIR", "EPERM")) return;
-      throw new StorageError("backend", `delete ${key}`, { cause: err });
+      throw backend(`delete ${key}`, err);
     }
   }
 
@@ -182,7 +202,29 @@ export class FsObjectStore implements ObjectStore {
     if (hasCode(err, "ENOENT", "ENOTDIR", "EISDIR")) {
       return new StorageError("not_found", key, { cause: err });
     }
-    return new StorageError("backend", `read ${key}`, { cause: err });
+    if (err instanceof Error && err.name === "AbortError") {
+      return new StorageError("aborted", `read ${key}`, { cause: err });
+    }
+    return backend(`read ${key}`, err);
+  }
+}
+
+// A full disk, too many open files or a busy device can clear up; a permission cannot.
+const RETRIABLE_CODES = ["ENOSPC", "EIO", "EMFILE", "ENFILE", "EAGAIN", "EBUSY"];
+
+/** A `backend` error for a failed file call, retriable when the failure can clear up. */
+function backend(detail: string, err: unknown): StorageError {
+  return new StorageError("backend", detail, {
+    cause: err,
+    retriable: hasCode(err, ...RETRIABLE_CODES),
+  });
+}
+
+/** Throws `aborted` when the call's signal has ended it. */
+function checkSignal(options: CallOptions | undefined, op: string, key: string): void {
+  const signal = options?.signal;
+  if (signal?.aborted === true) {
+    throw new StorageError("aborted", `${op} ${key}`, { cause: signal.reason });
   }
 }
 

@@ -13,6 +13,5 @@ export type StoreConfig =
 /** Opens the store `config` names (S3 credentials come from the SDK's standard chain). */
 export function openStore(config: StoreConfig): ObjectStore {
   if (config.backend === "filesystem") return new FsObjectStore(config.dir);
-  const { backend: _backend, ...s3 } = config;
-  return new S3ObjectStore(s3);
+  return new S3ObjectStore(config); // it reads the S3 options and ignores `backend`
 }

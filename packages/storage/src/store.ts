@@ -5,28 +5,42 @@ export interface ObjectInfo {
 }
 
 /**
+ * Per-call options of every {@link ObjectStore} method. Each call also has the store's own
+ * deadline (S3: `readTimeoutMs` for reads, `writeTimeoutMs` for writes); the earlier of the
+ * two ends it.
+ */
+export interface CallOptions {
+  /** Ends the call early (a cancelled query): it fails with `aborted`. */
+  readonly signal?: AbortSignal;
+  /** This call's deadline in ms, instead of the store's default for its kind. */
+  readonly timeoutMs?: number;
+}
+
+/**
  * The object store that chunks, index segments and bloom blocks live in: the local file
  * system (`FsObjectStore`) or S3 (`S3ObjectStore`). Both pass one contract test suite.
  *
  * Keys are validated by {@link validateKey} the same way in both, so a key that works on
  * the file system works on S3 and back. Objects are written whole and atomically: a
  * reader sees the old object or the new one, never a mix. A missing object is a
- * `StorageError` with code `not_found`.
+ * `StorageError` with code `not_found`. Every call carries a deadline (see
+ * {@link CallOptions}): a store that is down or frozen fails the call with a retriable
+ * `backend` error at the deadline, it never hangs.
  */
 export interface ObjectStore {
   /** The whole object; `not_found` when it does not exist. */
-  get(key: string): Promise<Uint8Array>;
+  get(key: string, options?: CallOptions): Promise<Uint8Array>;
   /**
    * `length` bytes from `offset`, fewer when the object ends first (empty when `offset`
    * is exactly the size); `invalid_range` when `offset` is past the end.
    */
-  getRange(key: string, offset: number, length: number): Promise<Uint8Array>;
+  getRange(key: string, offset: number, length: number, options?: CallOptions): Promise<Uint8Array>;
   /** Size of the object; `not_found` when it does not exist. */
-  head(key: string): Promise<ObjectInfo>;
+  head(key: string, options?: CallOptions): Promise<ObjectInfo>;
   /** Writes the object whole, replacing any object under the same key. */
-  put(key: string, data: Uint8Array): Promise<void>;
+  put(key: string, data: Uint8Array, options?: CallOptions): Promise<void>;
   /** Every key that starts with `prefix` (a plain string prefix), in UTF-8 byte order. */
-  list(prefix: string): Promise<string[]>;
+  list(prefix: string, options?: CallOptions): Promise<string[]>;
   /** Removes the object; removing a missing object is not an error (as in S3). */
-  delete(key: string): Promise<void>;
+  delete(key: string, options?: CallOptions): Promise<void>;
 }

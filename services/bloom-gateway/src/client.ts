@@ -1,4 +1,5 @@
 import { xxhash64 } from "@sieve/bloom";
+import type { Logger } from "pino";
 import type { SegmentChunk } from "@sieve/index";
 import { decodeFilterResponse, encodeFilterRequest } from "@sieve/proto";
 import { addStats, emptyStats, failOpen } from "./gateway.js";
@@ -19,6 +20,8 @@ export interface BloomGatewayClientOptions {
   readonly urls: readonly string[];
   /** Longest wait for one gateway's answer, ms (default 10,000: twice the gateway's read timeout). */
   readonly timeoutMs?: number;
+  /** Where a gateway that fails (and so keeps its refs untested) is logged; default: nowhere. */
+  readonly logger?: Logger;
 }
 
 /** The client's default timeout, ms. */
@@ -44,6 +47,7 @@ class GatewayCallError extends Error {
 export class BloomGatewayClient implements ChunkFilter {
   private readonly urls: readonly string[];
   private readonly timeoutMs: number;
+  private readonly logger: Logger | undefined;
 
   constructor(opts: BloomGatewayClientOptions) {
     if (opts.urls.length === 0) throw new TypeError("BloomGatewayClient needs at least one URL");
@@ -52,6 +56,7 @@ export class BloomGatewayClient implements ChunkFilter {
     }
     this.urls = opts.urls.map((u) => u.replace(/\/+$/, ""));
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_CLIENT_TIMEOUT_MS;
+    this.logger = opts.logger;
     if (!(Number.isSafeInteger(this.timeoutMs) && this.timeoutMs > 0)) {
       throw new TypeError(`timeoutMs must be a positive integer, got ${this.timeoutMs}`);
     }
@@ -105,6 +110,16 @@ export class BloomGatewayClient implements ChunkFilter {
             kept[i] = failOpen(s, reason, failed);
           });
           addStats(stats, failed);
+          this.logger?.warn(
+            {
+              err: error,
+              gateway: this.urls[g],
+              reason,
+              chunks: failed.chunks,
+              tenant: req.tenant,
+            },
+            "bloom gateway failed: kept its chunk refs untested",
+          );
         }
       }),
     );
