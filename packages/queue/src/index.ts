@@ -5,7 +5,11 @@ export type {
   ConsumedBatch,
   PartitionListener,
   QueueConsumer,
+  DeliveryFailure,
+  DeliveryStage,
 } from "./queue.js";
+export { isRetriable, retryRetriable } from "./retry.js";
+export type { RetryOptions } from "./retry.js";
 export { QueueError, QUEUE_ERRORS } from "./errors.js";
 export type { QueueErrorCode } from "./errors.js";
 export { openWal, WalWriter, WalConsumer } from "./wal/wal.js";

@@ -42,12 +42,41 @@ export interface ConsumedBatch {
   readonly records: readonly ConsumedRecord[];
 }
 
-/** What a consumer tells the ingester about partition ownership (Kafka rebalances). */
+/**
+ * Where delivering a partition failed: its `assigned` or `revoked` callback, reading it,
+ * or the handler.
+ */
+export type DeliveryStage = "assigned" | "revoked" | "read" | "handler";
+
+/** A failed attempt to deliver a partition, as the consumer tells its listener. */
+export interface DeliveryFailure {
+  readonly partition: number;
+  readonly stage: DeliveryStage;
+  readonly error: unknown;
+  /** 1 for the first failure of this call, then 2, 3, … */
+  readonly attempt: number;
+  /**
+   * True: the same call is made again after a backoff with jitter, and no later batch of
+   * the partition is delivered before it succeeds. False: the error is not retriable
+   * (see `isRetriable`) and delivery of the partition has stopped until it is assigned
+   * again (the consumer is restarted, or Kafka rebalances).
+   */
+  readonly retrying: boolean;
+}
+
+/** What a consumer tells the ingester about partition ownership (Kafka rebalances) and delivery. */
 export interface PartitionListener {
-  /** Called before the first batch of newly owned partitions. */
+  /**
+   * Called before the first batch of newly owned partitions. A retriable failure is
+   * retried (the partitions' batches wait); a non-retriable one stops their delivery.
+   */
   assigned?(partitions: readonly number[]): Promise<void>;
   /** Called before partitions are taken away: flush and commit them now. */
   revoked?(partitions: readonly number[]): Promise<void>;
+  /** Told of every failed delivery attempt (for logs, metrics and readiness). */
+  failed?(failure: DeliveryFailure): void;
+  /** Delivery of `partition` succeeded again after {@link failed} was told of a failure. */
+  recovered?(partition: number): void;
 }
 
 /** The ingester's side. */
@@ -55,7 +84,10 @@ export interface QueueConsumer {
   /**
    * Starts delivering the records of the partitions this consumer owns, each from its
    * committed offset, in order within a partition; the next batch of a partition is
-   * delivered only after `handler` resolves for the previous one. Resolves once running.
+   * delivered only after `handler` resolves for the previous one; a batch whose handler
+   * rejects is delivered again after a backoff with jitter while the error is retriable,
+   * and the partition stops otherwise (the listener's `failed` is told either way).
+   * Resolves once running.
    */
   start(
     handler: (batch: ConsumedBatch) => Promise<void>,

@@ -1,10 +1,13 @@
 import { IngesterError } from "./errors.js";
+import { TIMEOUT_HEADER } from "./http.js";
 import type {
+  IngesterCallOptions,
   IngesterQuerier,
   IngesterQueryRequest,
   IngesterSeriesRequest,
   IngesterStream,
 } from "./query.js";
+import { abortError } from "./query.js";
 import { parseSeries, parseStreams, queryRequestJson, seriesRequestJson } from "./wire.js";
 
 /** Options of {@link IngesterHttpClient}. */
@@ -30,19 +33,37 @@ export class IngesterHttpClient implements IngesterQuerier {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  private async post(url: string, path: string, tenant: string, body: string): Promise<unknown> {
+  private async post(
+    url: string,
+    path: string,
+    tenant: string,
+    body: string,
+    options: IngesterCallOptions,
+  ): Promise<unknown> {
+    // The ingester stops at the caller's deadline; waiting a little longer lets its 504 arrive.
+    const timeoutMs = Math.max(1, Math.min(this.timeoutMs, options.timeoutMs ?? this.timeoutMs));
+    const deadline = AbortSignal.timeout(timeoutMs + 1000);
+    const signal =
+      options.signal === undefined ? deadline : AbortSignal.any([options.signal, deadline]);
     let response: Response;
+    let text: string;
     try {
       response = await fetch(`${url}${path}`, {
         method: "POST",
-        headers: { "content-type": "application/json", "x-scope-orgid": tenant },
+        headers: {
+          "content-type": "application/json",
+          "x-scope-orgid": tenant,
+          [TIMEOUT_HEADER]: String(timeoutMs),
+        },
         body,
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal,
       });
+      text = await response.text();
     } catch (error) {
+      if (options.signal?.aborted === true) throw abortError(options.signal);
+      if (deadline.aborted) throw new IngesterError("timeout", url, { cause: error });
       throw new IngesterError("upstream", `${url}: ${(error as Error).message}`, { cause: error });
     }
-    const text = await response.text();
     if (!response.ok) {
       let code: string | undefined;
       try {
@@ -53,7 +74,9 @@ export class IngesterHttpClient implements IngesterQuerier {
       if (
         code === "too_many_entries" ||
         code === "too_many_series" ||
-        code === "invalid_selector"
+        code === "invalid_selector" ||
+        code === "timeout" ||
+        code === "canceled"
       ) {
         throw new IngesterError(code, `${url}: ${text}`);
       }
@@ -66,21 +89,27 @@ export class IngesterHttpClient implements IngesterQuerier {
     }
   }
 
-  async query(req: IngesterQueryRequest): Promise<IngesterStream[]> {
+  async query(
+    req: IngesterQueryRequest,
+    options: IngesterCallOptions = {},
+  ): Promise<IngesterStream[]> {
     const body = queryRequestJson(req);
     const answers = await Promise.all(
       this.urls.map(async (url) =>
-        parseStreams(await this.post(url, "/ingester/v1/query", req.tenant, body)),
+        parseStreams(await this.post(url, "/ingester/v1/query", req.tenant, body, options)),
       ),
     );
     return answers.flat();
   }
 
-  async series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]> {
+  async series(
+    req: IngesterSeriesRequest,
+    options: IngesterCallOptions = {},
+  ): Promise<{ labels: string; fingerprint: bigint }[]> {
     const body = seriesRequestJson(req);
     const answers = await Promise.all(
       this.urls.map(async (url) =>
-        parseSeries(await this.post(url, "/ingester/v1/series", req.tenant, body)),
+        parseSeries(await this.post(url, "/ingester/v1/series", req.tenant, body, options)),
       ),
     );
     return answers.flat();

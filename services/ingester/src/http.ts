@@ -22,23 +22,62 @@ export interface IngesterServiceDeps {
   readonly now?: () => number;
 }
 
+/**
+ * Which routes a plugin registers: `internal` is what only other Sieve components call
+ * (`/ingester/v1/*`, `/flush`), for a listener clients cannot reach, as Loki keeps them on
+ * its internal gRPC port; `public` is the rest (`/ready`, `/metrics`); `all` is both.
+ */
+export type IngesterRoutes = "all" | "public" | "internal";
+
 /** Options of the ingester's fastify plugin. */
 export interface IngesterPluginOptions {
   /** Whether the plugin serves `/ready` and `/metrics` (false when the host serves them). */
   readonly serveOps?: boolean;
+  /** Which routes to register. Default `all`. */
+  readonly routes?: IngesterRoutes;
 }
+
+/**
+ * The header carrying what is left of the querier's deadline, in ms: the ingester aborts
+ * the query at that time (504 `timeout`).
+ */
+export const TIMEOUT_HEADER = "x-sieve-timeout-ms";
+
+/** The longest deadline a caller may ask for; also the default. */
+const MAX_QUERY_TIMEOUT_MS = 300_000;
 
 /** An ingester and the routes that expose it. */
 export interface IngesterService {
   readonly ingester: Ingester;
   readonly metrics: IngesterMetrics;
-  /** The internal query API, `POST /flush`, and (unless `serveOps` is false) `/ready`, `/metrics`. */
+  /**
+   * The internal query API and `POST /flush` (routes `internal`), and unless `serveOps` is
+   * false `/ready` and `/metrics` (routes `public`); both by default.
+   */
   plugin(options?: IngesterPluginOptions): FastifyPluginCallback;
 }
 
 function tenantHeader(request: FastifyRequest): string | undefined {
   const header = request.headers["x-scope-orgid"];
   return Array.isArray(header) ? header[0] : header;
+}
+
+/**
+ * A signal for one query: aborted at the deadline the caller sent (a TimeoutError, 504)
+ * or when the caller goes away before the answer (499).
+ */
+function querySignal(request: FastifyRequest, reply: FastifyReply): AbortSignal {
+  const header = request.headers[TIMEOUT_HEADER];
+  const asked = Number(Array.isArray(header) ? header[0] : header);
+  const timeoutMs =
+    Number.isFinite(asked) && asked > 0
+      ? Math.min(asked, MAX_QUERY_TIMEOUT_MS)
+      : MAX_QUERY_TIMEOUT_MS;
+  const gone = new AbortController();
+  reply.raw.on("close", () => {
+    if (!reply.raw.writableFinished) gone.abort(new Error("client closed the request"));
+  });
+  return AbortSignal.any([AbortSignal.timeout(timeoutMs), gone.signal]);
 }
 
 function sendError(reply: FastifyReply, error: unknown): FastifyReply {
@@ -78,56 +117,69 @@ export function createIngester(deps: IngesterServiceDeps): IngesterService {
           );
         }
       };
-      app.post("/ingester/v1/query", { logLevel: "warn" }, async (request, reply) => {
-        let body: string;
-        try {
-          const req = parseQueryRequest(request.body);
-          checkTenant(request, req.tenant);
-          if (!ingester.ready) throw new IngesterError("not_ready");
-          body = streamsJson(await ingester.query(req));
-        } catch (error) {
-          return sendError(reply, error);
-        }
-        return reply.type("application/json").send(body);
-      });
-      app.post("/ingester/v1/series", { logLevel: "warn" }, async (request, reply) => {
-        let body: string;
-        try {
-          const req = parseSeriesRequest(request.body);
-          checkTenant(request, req.tenant);
-          if (!ingester.ready) throw new IngesterError("not_ready");
-          body = seriesJson(await ingester.series(req));
-        } catch (error) {
-          return sendError(reply, error);
-        }
-        return reply.type("application/json").send(body);
-      });
-      // Loki's flush endpoint: every head now; answered once durable and committed.
-      app.post("/flush", async (_request, reply) => {
-        await ingester.flushAll("forced");
-        return reply.code(204).send();
-      });
-      if (options.serveOps !== false) {
-        app.get("/ready", { logLevel: "warn" }, async (_request, reply) =>
-          ingester.ready
+      const routes = options.routes ?? "all";
+      if (routes !== "public") internalRoutes(app, checkTenant);
+      if (routes !== "internal" && options.serveOps !== false) {
+        app.get("/ready", { logLevel: "warn" }, async (_request, reply) => {
+          const reason = ingester.notReadyReason;
+          return reason === undefined
             ? reply.type("text/plain").send("ready\n")
-            : reply.code(503).type("text/plain").send("not ready\n"),
-        );
+            : reply.code(503).type("text/plain").send(`not ready: ${reason}\n`);
+        });
         app.get("/metrics", { logLevel: "warn" }, async (_request, reply) =>
           reply.type(deps.registry.contentType).send(await deps.registry.metrics()),
         );
       }
       done();
     };
+  /** `/ingester/v1/*` and `/flush`: for queriers and operators, never for clients. */
+  const internalRoutes = (
+    app: FastifyInstance,
+    checkTenant: (request: FastifyRequest, tenant: string) => void,
+  ): void => {
+    app.post("/ingester/v1/query", { logLevel: "warn" }, async (request, reply) => {
+      let body: string;
+      try {
+        const req = parseQueryRequest(request.body);
+        checkTenant(request, req.tenant);
+        if (!ingester.serving) throw new IngesterError("not_ready");
+        body = streamsJson(await ingester.query(req, { signal: querySignal(request, reply) }));
+      } catch (error) {
+        return sendError(reply, error);
+      }
+      return reply.type("application/json").send(body);
+    });
+    app.post("/ingester/v1/series", { logLevel: "warn" }, async (request, reply) => {
+      let body: string;
+      try {
+        const req = parseSeriesRequest(request.body);
+        checkTenant(request, req.tenant);
+        if (!ingester.serving) throw new IngesterError("not_ready");
+        body = seriesJson(await ingester.series(req, { signal: querySignal(request, reply) }));
+      } catch (error) {
+        return sendError(reply, error);
+      }
+      return reply.type("application/json").send(body);
+    });
+    // Loki's flush endpoint: every head now; answered once durable and committed.
+    app.post("/flush", async (_request, reply) => {
+      await ingester.flushAll("forced");
+      return reply.code(204).send();
+    });
+  };
   return { ingester, metrics, plugin };
 }
 
-/** A fastify server holding only the ingester (the `ingester` role). */
+/**
+ * A fastify server holding only the ingester (the `ingester` role): every route, or only
+ * `routes` (an internal listener takes `internal`, the public one `public`).
+ */
 export async function createIngesterServer(
   service: IngesterService,
   logger: Logger,
+  routes: IngesterRoutes = "all",
 ): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: logger });
-  await app.register(service.plugin());
+  await app.register(service.plugin({ routes }));
   return app as unknown as FastifyInstance;
 }

@@ -7,13 +7,22 @@
 export { Ingester } from "./ingester.js";
 export type { IngesterDeps } from "./ingester.js";
 export type {
+  IngesterCallOptions,
   IngesterQuerier,
   IngesterQueryRequest,
   IngesterSeriesRequest,
   IngesterStream,
 } from "./query.js";
-export { createIngester, createIngesterServer } from "./http.js";
-export type { IngesterService, IngesterServiceDeps, IngesterPluginOptions } from "./http.js";
+export { createIngester, createIngesterServer, TIMEOUT_HEADER } from "./http.js";
+export type {
+  IngesterService,
+  IngesterServiceDeps,
+  IngesterPluginOptions,
+  IngesterRoutes,
+} from "./http.js";
+export { QUERY_SLICE_MS } from "./query.js";
+export { FAILURE_REASONS } from "./health.js";
+export type { FailureReason, FailureStage } from "./health.js";
 export { IngesterHttpClient } from "./client.js";
 export type { IngesterHttpClientOptions } from "./client.js";
 export {

@@ -4,20 +4,23 @@ import { SeriesBloomBuilder } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
 import { decodeQueueRecord } from "@sieve/proto";
 import type { QueueRecord } from "@sieve/proto";
-import { WalConsumer } from "@sieve/queue";
+import { isRetriable, retryRetriable, WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, QueueConsumer } from "@sieve/queue";
 import type { Logger } from "pino";
 import { tenantBlooms } from "./config.js";
 import type { IngesterConfig } from "./config.js";
+import { IngesterError } from "./errors.js";
 import { pool, recoverPartition, streamKey, writeFlush, flushId } from "./flush.js";
 import type { FlushJob, FlushStore, FlushStream } from "./flush.js";
 import { Head } from "./head.js";
 import type { FlushReason } from "./head.js";
+import { asRetryable, Health } from "./health.js";
 import type { IngesterMetrics } from "./metrics.js";
 import { flushAgain, recoveredPartition, safeOffset } from "./partitions.js";
 import type { PartitionState, StreamState } from "./partitions.js";
 import { querySeries, queryStreams } from "./query.js";
 import type {
+  IngesterCallOptions,
   IngesterQuerier,
   IngesterQueryRequest,
   IngesterSeriesRequest,
@@ -57,6 +60,11 @@ export class Ingester implements IngesterQuerier {
   private idSequence = 0;
   /** When this ingester last gave each partition up. */
   private readonly revokedAt = new Map<number, number>();
+  private readonly health: Health;
+  /** Whether the consumer's start resolved (every partition recovered, delivery running). */
+  private consuming = false;
+  /** Resolves the pending `start()` early when partition recovery fails (the store is down). */
+  private startWaiter: (() => void) | undefined;
 
   constructor(deps: IngesterDeps) {
     this.config = deps.config;
@@ -66,11 +74,36 @@ export class Ingester implements IngesterQuerier {
     this.metrics = deps.metrics;
     this.now = deps.now ?? Date.now;
     this.flushSlots = deps.config.flushConcurrency;
+    this.health = new Health(deps.logger, deps.metrics);
   }
 
-  /** Whether the consumer runs (for `/ready`). */
+  /**
+   * Whether the ingester does its job (for `/ready`): started, every partition recovered,
+   * and no delivery or flush failing. {@link notReadyReason} says why not.
+   */
   get ready(): boolean {
-    return this.running && !this.stopping;
+    return this.running && !this.stopping && this.consuming && this.health.ok;
+  }
+
+  /** Whether queries can be answered: started, partitions recovered, not stopping. */
+  get serving(): boolean {
+    return this.running && !this.stopping && this.consuming;
+  }
+
+  /** Why {@link ready} is false (e.g. "object store unavailable: …"); undefined when ready. */
+  get notReadyReason(): string | undefined {
+    if (!this.running) return "not started";
+    if (this.stopping) return "stopping";
+    const faults = this.health.reason;
+    if (faults !== undefined) return faults;
+    return this.consuming ? undefined : "starting: recovering queue partitions";
+  }
+
+  /** Streams held in memory (heads, cut chunks, blooms) over every owned partition. */
+  get streamsInMemory(): number {
+    let n = 0;
+    for (const p of this.partitions.values()) n += p.streams.size;
+    return n;
   }
 
   /** Partitions owned now. */
@@ -78,13 +111,42 @@ export class Ingester implements IngesterQuerier {
     return [...this.partitions.keys()].sort((a, b) => a - b);
   }
 
-  /** Starts consuming; partitions are recovered as they are assigned. */
+  /**
+   * Starts consuming; partitions are recovered as they are assigned. Resolves once
+   * delivery runs, or as soon as recovery finds the object store unavailable: recovery
+   * is then retried in the background with backoff (the consumer's), `ready` is false
+   * with the reason, and the ingester recovers on its own when the store is back, so a
+   * process starts (and its distributor accepts pushes into the queue) without its store.
+   */
   async start(): Promise<void> {
     if (this.running) return;
     this.running = true;
-    await this.consumer.start((batch) => this.handleBatch(batch), {
-      assigned: (ps) => this.assign(ps),
-      revoked: (ps) => this.revoke(ps),
+    const storeDown = new Promise<void>((resolve) => (this.startWaiter = resolve));
+    const started = this.consumer
+      .start((batch) => this.handleBatch(batch), {
+        assigned: (ps) => this.assign(ps),
+        revoked: (ps) => this.revoke(ps),
+        failed: (f) => {
+          this.health.deliveryFailed(f);
+          if (f.stage === "assigned") this.startWaiter?.();
+        },
+        recovered: (p) => {
+          this.health.recovered(p, ["assigned", "read", "handler"]);
+        },
+      })
+      .then(() => {
+        this.consuming = true;
+        this.startWaiter = undefined;
+      });
+    try {
+      await Promise.race([started, storeDown]);
+    } catch (error) {
+      this.running = false;
+      throw error;
+    }
+    started.catch((error: unknown) => {
+      // Only after start() returned early: a later, non-retriable failure of recovery.
+      this.logger.error({ err: error }, "queue consumer failed to start");
     });
     this.timer = setInterval(() => {
       void this.tick().catch((error: unknown) => {
@@ -136,11 +198,17 @@ export class Ingester implements IngesterQuerier {
     }
     for (const partition of partitions) {
       if (this.partitions.has(partition)) continue;
-      const r = await recoverPartition(this.store, partition, this.logger, {
-        writer: this.config.instanceId,
-        graceMs: this.config.recoveryGraceMs,
-        now: this.now,
-      });
+      let r;
+      try {
+        r = await recoverPartition(this.store, partition, this.logger, {
+          writer: this.config.instanceId,
+          graceMs: this.config.recoveryGraceMs,
+          now: this.now,
+        });
+      } catch (error) {
+        // The consumer retries while the store is unavailable; the batches wait.
+        throw asRetryable(error);
+      }
       this.metrics.manifestsRecovered.inc({ outcome: "complete" }, r.complete);
       this.metrics.manifestsRecovered.inc({ outcome: "rolled_back" }, r.rolledBack);
       this.partitions.set(partition, recoveredPartition(partition, r));
@@ -181,6 +249,7 @@ export class Ingester implements IngesterQuerier {
     for (const p of states) {
       this.revokedAt.set(p.partition, this.now());
       this.partitions.delete(p.partition);
+      this.health.forget(p.partition);
       this.metrics.queueLag.remove({ partition: String(p.partition) });
     }
     this.updateGauges();
@@ -191,7 +260,11 @@ export class Ingester implements IngesterQuerier {
   /** Applies a batch: decodes each record and appends its entries to its stream's head. */
   async handleBatch(batch: ConsumedBatch): Promise<void> {
     const p = this.partitions.get(batch.partition);
-    if (p === undefined || p.revoked) return;
+    if (p === undefined) {
+      // Never drop a batch silently: the consumer stops the partition and says so.
+      throw new IngesterError("unknown_partition", `partition ${batch.partition}`);
+    }
+    if (p.revoked) return;
     const now = this.now();
     for (const rec of batch.records) {
       if (rec.offset < p.nextOffset) continue; // redelivered after a failed handler
@@ -232,6 +305,14 @@ export class Ingester implements IngesterQuerier {
       // Backpressure: stop consuming this partition while too much waits for its flush.
       if (p.pendingBytes > this.config.maxPendingFlushBytes) await flush;
       else void flush.catch(() => undefined);
+    }
+  }
+
+  /** Drops a stream that holds nothing: its state is rebuilt by its next record. */
+  private evictIfEmpty(p: PartitionState, s: StreamState): void {
+    if (s.head !== undefined && s.head.entryCount === 0) s.head = undefined;
+    if (s.head === undefined && s.pending.length === 0 && s.flushing.length === 0) {
+      p.streams.delete(s.key);
     }
   }
 
@@ -319,6 +400,9 @@ export class Ingester implements IngesterQuerier {
     ) {
       this.cutHead(p, s, "full");
     }
+    // A record whose entries were all refused leaves nothing to keep (an empty head
+    // would never be cut, and would hold the stream forever).
+    if (appended === 0) this.evictIfEmpty(p, s);
   }
 
   /**
@@ -354,6 +438,8 @@ export class Ingester implements IngesterQuerier {
 
   /** Flushes the partition's pending chunks, repeating while more arrive; one run at a time. */
   private flushPartition(p: PartitionState): Promise<void> {
+    // Stopped on a non-retriable error: nothing is committed past it until a restart.
+    if (p.flushHalted !== undefined) return Promise.reject(p.flushHalted);
     if (p.flushing !== undefined) {
       p.again = true;
       return p.flushing;
@@ -416,50 +502,60 @@ export class Ingester implements IngesterQuerier {
   private async runJob(p: PartitionState, job: FlushJob): Promise<void> {
     await this.acquireSlot();
     const started = performance.now();
-    let backoff = 100;
     try {
-      for (;;) {
-        try {
-          const result = await writeFlush(
-            job,
-            this.store,
-            this.config.instanceId,
-            this.config.flushWriteConcurrency,
-            this.metrics,
-          );
-          p.kept.push({ key: result.manifestKey, maxOffset: result.maxOffset });
-          this.metrics.flushDuration.observe(
-            { outcome: "ok" },
-            (performance.now() - started) / 1000,
-          );
-          const reasons: Partial<Record<FlushReason, number>> = {};
-          for (const s of job.streams) {
-            for (const c of s.chunks) {
-              this.metrics.chunksFlushed.inc({ reason: c.reason });
-              this.metrics.chunkBytes.inc({ reason: c.reason }, c.encoded.bytes.length);
-              this.metrics.chunkRawBytes.inc(c.encoded.uncompressedBytes);
-              this.metrics.chunkEntries.inc(c.encoded.entryCount);
-              reasons[c.reason] = (reasons[c.reason] ?? 0) + 1;
-            }
-            if (s.bloom?.status === "missing")
-              this.metrics.bloomsMissing.inc({ reason: s.bloom.reason });
-            if (s.bloom === undefined) this.metrics.bloomsMissing.inc({ reason: "disabled" });
+      // Retried with exponential backoff and jitter while the store may come back; a
+      // programming error or a request the store refuses is final (see health.ts).
+      const result = await retryRetriable(
+        async () => {
+          try {
+            return await writeFlush(
+              job,
+              this.store,
+              this.config.instanceId,
+              this.config.flushWriteConcurrency,
+              this.metrics,
+            );
+          } catch (error) {
+            throw asRetryable(error);
           }
-          this.logger.debug(
-            { partition: p.partition, seq: job.seq, ...result, reasons },
-            "flushed",
-          );
-          break;
-        } catch (error) {
-          this.metrics.flushFailures.inc();
-          this.logger.warn(
-            { partition: p.partition, seq: job.seq, err: error, retryInMs: backoff },
-            "flush failed; retrying",
-          );
-          await new Promise((resolve) => setTimeout(resolve, backoff));
-          backoff = Math.min(backoff * 2, this.config.flushRetryMaxBackoffMs);
+        },
+        {
+          minBackoffMs: 100,
+          maxBackoffMs: this.config.flushRetryMaxBackoffMs,
+          onFailure: (error, attempt, retrying) => {
+            this.metrics.flushFailures.inc();
+            this.health.failed("flush", p.partition, error, retrying, attempt);
+          },
+        },
+      );
+      this.health.recovered(p.partition, ["flush"]);
+      p.kept.push({ key: result.manifestKey, maxOffset: result.maxOffset });
+      this.metrics.flushDuration.observe({ outcome: "ok" }, (performance.now() - started) / 1000);
+      const reasons: Partial<Record<FlushReason, number>> = {};
+      for (const s of job.streams) {
+        for (const c of s.chunks) {
+          this.metrics.chunksFlushed.inc({ reason: c.reason });
+          this.metrics.chunkBytes.inc({ reason: c.reason }, c.encoded.bytes.length);
+          this.metrics.chunkRawBytes.inc(c.encoded.uncompressedBytes);
+          this.metrics.chunkEntries.inc(c.encoded.entryCount);
+          reasons[c.reason] = (reasons[c.reason] ?? 0) + 1;
         }
+        if (s.bloom?.status === "missing")
+          this.metrics.bloomsMissing.inc({ reason: s.bloom.reason });
+        if (s.bloom === undefined) this.metrics.bloomsMissing.inc({ reason: "disabled" });
       }
+      this.logger.debug({ partition: p.partition, seq: job.seq, ...result, reasons }, "flushed");
+    } catch (error) {
+      // Final: the job's chunks stay in memory (queries still read them) and nothing is
+      // committed past them, so a restart replays their records; /ready says why.
+      if (!isRetriable(error)) {
+        p.flushHalted = error instanceof Error ? error : new Error(String(error));
+      }
+      this.metrics.flushDuration.observe(
+        { outcome: "failed" },
+        (performance.now() - started) / 1000,
+      );
+      throw error;
     } finally {
       this.releaseSlot();
     }
@@ -481,11 +577,9 @@ export class Ingester implements IngesterQuerier {
       p.committed = offset;
     }
     this.metrics.queueLag.set({ partition: String(p.partition) }, p.nextOffset - p.committed);
-    // Streams with nothing in memory go (their bloom builder too).
-    for (const [key, s] of p.streams) {
-      if (s.head === undefined && s.pending.length === 0 && s.flushing.length === 0)
-        p.streams.delete(key);
-    }
+    // Streams with nothing in memory go (their bloom builder too): what a replay needs to
+    // stay exactly-once is the partition's skip map and manifests, not the stream state.
+    for (const s of [...p.streams.values()]) this.evictIfEmpty(p, s);
     if (p.skipMax >= 0 && p.committed > p.skipMax) {
       p.skip = new Map();
       p.skipMax = -1;
@@ -516,7 +610,7 @@ export class Ingester implements IngesterQuerier {
     const now = this.now();
     const work: Promise<void>[] = [];
     for (const p of this.partitions.values()) {
-      if (p.revoked) continue;
+      if (p.revoked || p.flushHalted !== undefined) continue;
       for (const s of p.streams.values()) {
         const h = s.head;
         if (h === undefined || h.entryCount === 0) continue;
@@ -551,17 +645,34 @@ export class Ingester implements IngesterQuerier {
     }
   }
 
-  /** Entries of the tenant's matching streams still in memory (heads and flushing chunks). */
-  query(req: IngesterQueryRequest): Promise<IngesterStream[]> {
-    return Promise.resolve().then(() =>
-      queryStreams(this.tenantStreams(req.tenant), req, this.config.maxEntriesPerQuery),
-    );
+  /**
+   * Entries of the tenant's matching streams still in memory (heads and flushing chunks),
+   * evaluated in slices that yield to the event loop (see query.ts), so pushes and health
+   * checks go on meanwhile; stops with `timeout` or `canceled` when `options.signal` aborts.
+   */
+  async query(req: IngesterQueryRequest, options?: IngesterCallOptions): Promise<IngesterStream[]> {
+    // Streams are listed first: partitions may be revoked while the query yields.
+    const streams = [...this.tenantStreams(req.tenant)];
+    try {
+      const out = await queryStreams(streams, req, this.config.maxEntriesPerQuery, options);
+      this.metrics.queries.inc({ outcome: "ok" });
+      return out;
+    } catch (error) {
+      const code = error instanceof IngesterError ? error.code : undefined;
+      this.metrics.queries.inc({
+        outcome: code === "timeout" || code === "canceled" ? code : "error",
+      });
+      throw error;
+    }
   }
 
   /** The tenant's streams in memory with entries in [start, end), optionally matching a selector. */
-  series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]> {
+  series(
+    req: IngesterSeriesRequest,
+    options?: IngesterCallOptions,
+  ): Promise<{ labels: string; fingerprint: bigint }[]> {
     return Promise.resolve().then(() =>
-      querySeries(this.tenantStreams(req.tenant), req, this.config.maxSeriesPerQuery),
+      querySeries(this.tenantStreams(req.tenant), req, this.config.maxSeriesPerQuery, options),
     );
   }
 }

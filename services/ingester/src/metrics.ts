@@ -39,6 +39,10 @@ export class IngesterMetrics {
   readonly queueLag: Gauge<"partition">;
   /** Flush manifests found at start, by outcome (`complete`, `rolled_back`). */
   readonly manifestsRecovered: Counter<"outcome">;
+  /** Failed deliveries and flushes, by stage and reason (a key of FAILURE_REASONS). */
+  readonly failures: Counter<"stage" | "reason">;
+  /** Ingester queries, by outcome (`ok`, `timeout`, `canceled`, `error`). */
+  readonly queries: Counter<"outcome">;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -133,6 +137,18 @@ export class IngesterMetrics {
       name: "sieve_ingester_queue_lag_records",
       help: "Records consumed but not committed (held in memory), by partition.",
       labelNames: ["partition"],
+      registers,
+    });
+    this.failures = new Counter({
+      name: "sieve_ingester_failures_total",
+      help: "Failed queue deliveries (assigned, revoked, read, handler) and flushes, by stage and reason.",
+      labelNames: ["stage", "reason"],
+      registers,
+    });
+    this.queries = new Counter({
+      name: "sieve_ingester_queries_total",
+      help: "Queries of unflushed data, by outcome.",
+      labelNames: ["outcome"],
       registers,
     });
     this.manifestsRecovered = new Counter({

@@ -42,6 +42,8 @@ export interface PartitionState {
   flushing: Promise<void> | undefined;
   again: boolean;
   revoked: boolean;
+  /** A non-retriable flush error: the partition flushes no more until a restart. */
+  flushHalted: Error | undefined;
 }
 
 /** A newly assigned partition's state, from what {@link Recovery} found in its manifests. */
@@ -61,6 +63,7 @@ export function recoveredPartition(partition: number, r: Recovery): PartitionSta
     flushing: undefined,
     again: false,
     revoked: false,
+    flushHalted: undefined,
   };
 }
 

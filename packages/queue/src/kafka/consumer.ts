@@ -15,10 +15,24 @@
  * broker. Either way no batch of the new assignment is delivered before the revocation
  * and the assignment callbacks complete, and nothing is lost: the new owner starts from
  * the last commit that succeeded (the ingester drops the duplicates this can replay).
+ *
+ * A failing `assigned` or handler is retried with backoff and jitter while its error is
+ * retriable and the partition is still owned; the partitions' batches wait meanwhile, so
+ * none is delivered to an ingester that has not taken the partition on. A non-retriable
+ * failure halts the partition (paused in kafkajs, nothing resolved) until it is assigned
+ * again. Every failure is told to the listener's `failed`.
  */
 import type { Batch, Consumer } from "kafkajs";
 import { QueueError } from "../errors.js";
-import type { ConsumedBatch, ConsumedRecord, PartitionListener, QueueConsumer } from "../queue.js";
+import type {
+  ConsumedBatch,
+  ConsumedRecord,
+  DeliveryFailure,
+  DeliveryStage,
+  PartitionListener,
+  QueueConsumer,
+} from "../queue.js";
+import { retryRetriable } from "../retry.js";
 import { kafkaClient, kafkaError } from "./options.js";
 import type { KafkaQueueOptions } from "./options.js";
 
@@ -34,6 +48,10 @@ export interface KafkaConsumerOptions extends KafkaQueueOptions {
   readonly heartbeatIntervalMs?: number;
   /** Partitions processed at once by one member. Default: all of them. */
   readonly partitionsConsumedConcurrently?: number;
+  /** First pause before a failed handler or `assigned` is retried (doubling, with jitter). Default 100. */
+  readonly retryBackoffMs?: number;
+  /** Longest pause between retries. Default 5000 (well under the session timeout). */
+  readonly maxRetryBackoffMs?: number;
 }
 
 /** kafkajs' own test for "the group is rebalancing" (consumer/runner.js isRebalancing). */
@@ -57,6 +75,11 @@ export class KafkaQueueConsumer implements QueueConsumer {
   private inFlight = 0;
   private idle: (() => void) | undefined;
   private readonly removeListeners: (() => void)[] = [];
+  /** Owned partitions whose delivery stopped on a non-retriable error, until assigned again. */
+  private readonly halted = new Set<number>();
+  /** Partitions whose last attempt failed, so the next success is told as `recovered`. */
+  private readonly failing = new Set<number>();
+  private readonly abort = new AbortController();
 
   constructor(private readonly options: KafkaConsumerOptions) {
     if (options.groupId.length === 0) throw new QueueError("invalid_options", "empty groupId");
@@ -109,10 +132,42 @@ export class KafkaQueueConsumer implements QueueConsumer {
           ) {
             return;
           }
+          if (this.halted.has(batch.partition)) {
+            // Stopped on a non-retriable error: fetch no more of it until it is reassigned.
+            payload.pause();
+            return;
+          }
           if (batch.isEmpty()) return;
+          const partition = batch.partition;
+          // Set from the retry's callback (a rebalance), read after it.
+          const membership = { lost: false };
           this.inFlight++;
           try {
-            await handler(toConsumedBatch(batch));
+            await this.attempt(
+              [partition],
+              "handler",
+              async (attempt) => {
+                if (attempt > 1) {
+                  // Keep the membership alive while retrying; a rebalance ends the retries.
+                  await payload.heartbeat().catch((error: unknown) => {
+                    if (isRebalancing(error)) membership.lost = true;
+                  });
+                }
+                await handler(toConsumedBatch(batch));
+              },
+              () => !membership.lost && payload.isRunning() && !payload.isStale(),
+            );
+          } catch (error) {
+            if (membership.lost) {
+              this.revokeAll();
+              await this.ownership;
+              throw error;
+            }
+            if (!this.isRunning() || !payload.isRunning() || payload.isStale()) throw error;
+            // Not retriable (reported by attempt): stop the partition, resolve nothing.
+            this.halted.add(partition);
+            payload.pause();
+            return;
           } finally {
             if (--this.inFlight === 0) this.idle?.();
           }
@@ -139,7 +194,7 @@ export class KafkaQueueConsumer implements QueueConsumer {
     if (this.owned.size === 0) return;
     const lost = this.assignment;
     this.owned.clear();
-    this.enqueue(() => this.listener?.revoked?.(lost));
+    this.enqueue("revoked", lost);
   }
 
   private reassign(partitions: readonly number[]): void {
@@ -148,13 +203,75 @@ export class KafkaQueueConsumer implements QueueConsumer {
     const gained = [...next].filter((p) => !this.owned.has(p)).sort((a, b) => a - b);
     this.owned.clear();
     for (const p of next) this.owned.add(p);
-    if (lost.length > 0) this.enqueue(() => this.listener?.revoked?.(lost));
-    if (gained.length > 0) this.enqueue(() => this.listener?.assigned?.(gained));
+    // A partition assigned again starts over: a halted one is resumed.
+    const resumed = gained.filter((p) => this.halted.delete(p));
+    if (resumed.length > 0) {
+      this.consumer.resume([{ topic: this.options.topic, partitions: resumed }]);
+    }
+    if (lost.length > 0) this.enqueue("revoked", lost);
+    if (gained.length > 0) this.enqueue("assigned", gained);
   }
 
-  private enqueue(call: () => Promise<void> | undefined): void {
-    // A failing listener must not wedge delivery; kafkajs would not see the error anyway.
-    this.ownership = this.ownership.then(call).catch(() => undefined);
+  /**
+   * Queues a listener call after the previous ones (batches wait for the queue). `assigned`
+   * is retried while retriable and the partitions are still owned; if it fails for good,
+   * its partitions are halted (their batches are never handed to an ingester that has not
+   * taken them on). `revoked` is not retried: the partitions are gone either way.
+   */
+  private enqueue(stage: "assigned" | "revoked", partitions: readonly number[]): void {
+    const call = async (): Promise<void> => {
+      const listener = this.listener;
+      if (stage === "revoked") {
+        try {
+          await listener?.revoked?.(partitions);
+        } catch (error) {
+          for (const partition of partitions) {
+            this.report({ partition, stage, error, attempt: 1, retrying: false });
+          }
+        }
+        return;
+      }
+      if (listener?.assigned === undefined) return;
+      try {
+        await this.attempt(
+          partitions,
+          stage,
+          () => listener.assigned?.(partitions) ?? Promise.resolve(),
+          () => partitions.some((p) => this.owned.has(p)),
+        );
+      } catch {
+        for (const p of partitions) if (this.owned.has(p)) this.halted.add(p);
+      }
+    };
+    this.ownership = this.ownership.then(call);
+  }
+
+  /** Runs `call`, retrying while retriable and `more()`, reporting every failure. */
+  private async attempt(
+    partitions: readonly number[],
+    stage: DeliveryStage,
+    call: (attempt: number) => Promise<void>,
+    more: () => boolean,
+  ): Promise<void> {
+    await retryRetriable(call, {
+      minBackoffMs: this.options.retryBackoffMs ?? 100,
+      maxBackoffMs: this.options.maxRetryBackoffMs ?? 5000,
+      signal: this.abort.signal,
+      shouldRetry: () => this.isRunning() && more(),
+      onFailure: (error, attempt, retrying) => {
+        for (const partition of partitions) {
+          this.report({ partition, stage, error, attempt, retrying });
+        }
+      },
+    });
+    for (const partition of partitions) {
+      if (this.failing.delete(partition)) this.listener?.recovered?.(partition);
+    }
+  }
+
+  private report(failure: DeliveryFailure): void {
+    this.failing.add(failure.partition);
+    this.listener?.failed?.(failure);
   }
 
   async commit(partition: number, nextOffset: number): Promise<void> {
@@ -189,6 +306,7 @@ export class KafkaQueueConsumer implements QueueConsumer {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
+    this.abort.abort(new QueueError("closed", "consumer stopped"));
     this.consumer.pause([{ topic: this.options.topic }]);
     if (this.inFlight > 0) {
       await new Promise<void>((resolve) => (this.idle = resolve));

@@ -1,6 +1,6 @@
 import { logLevel } from "kafkajs";
 import { afterEach, describe, expect, it } from "vitest";
-import type { ConsumedRecord, OutgoingRecord } from "../queue.js";
+import type { ConsumedRecord, DeliveryFailure, OutgoingRecord } from "../queue.js";
 import { kafkaBrokers, uniqueName, waitFor } from "../testing.js";
 import { KafkaQueueConsumer } from "./consumer.js";
 import { KafkaQueueWriter } from "./writer.js";
@@ -190,5 +190,91 @@ describe("Kafka queue (real broker)", () => {
     ).rejects.toMatchObject({
       code: "invalid_partition",
     });
+  });
+});
+
+describe("Kafka consumer delivery failures (real broker)", () => {
+  it("retries a failing `assigned` callback; its partitions' batches wait for it and none is skipped", async () => {
+    const topic = uniqueName();
+    const w = await writer(topic);
+    await w.append(Array.from({ length: 40 }, (_, n) => record(n)));
+    const consumer = new KafkaQueueConsumer({
+      brokers: kafkaBrokers(),
+      topic,
+      partitions: PARTITIONS,
+      groupId: uniqueName("group"),
+      maxWaitTimeMs: 200,
+      retryBackoffMs: 20,
+      logLevel: QUIET,
+    });
+    closers.push(() => consumer.stop());
+    const records: ConsumedRecord[] = [];
+    const failures: DeliveryFailure[] = [];
+    const recovered: number[] = [];
+    let assignedAttempts = 0;
+    let assignedOk = false;
+    const deliveredBeforeAssigned: number[] = [];
+    await consumer.start(
+      (batch) => {
+        if (!assignedOk) deliveredBeforeAssigned.push(batch.partition);
+        records.push(...batch.records);
+        return Promise.resolve();
+      },
+      {
+        assigned: () => {
+          if (++assignedAttempts <= 3) {
+            return Promise.reject(new Error("object store unavailable: connect ECONNREFUSED"));
+          }
+          assignedOk = true;
+          return Promise.resolve();
+        },
+        failed: (f) => failures.push(f),
+        recovered: (p) => recovered.push(p),
+      },
+    );
+    await waitFor(() => records.length >= 40, { what: "40 records" });
+    expect(deliveredBeforeAssigned).toEqual([]);
+    expect(new Set(records.map(text)).size).toBe(40);
+    expect(assignedAttempts).toBe(4);
+    expect(failures).toHaveLength(3 * PARTITIONS);
+    expect(failures.every((f) => f.stage === "assigned" && f.retrying)).toBe(true);
+    expect(recovered.sort()).toEqual([0, 1, 2, 3]);
+  });
+
+  it("retries a failing handler; a non-retriable failure halts only its partition", async () => {
+    const topic = uniqueName();
+    const w = await writer(topic);
+    await w.append(Array.from({ length: 40 }, (_, n) => record(n)));
+    const consumer = new KafkaQueueConsumer({
+      brokers: kafkaBrokers(),
+      topic,
+      partitions: PARTITIONS,
+      groupId: uniqueName("group"),
+      maxWaitTimeMs: 200,
+      retryBackoffMs: 20,
+      logLevel: QUIET,
+    });
+    closers.push(() => consumer.stop());
+    const records: ConsumedRecord[] = [];
+    const failures: DeliveryFailure[] = [];
+    const calls = [0, 0, 0, 0];
+    await consumer.start(
+      (batch) => {
+        const n = ++calls[batch.partition]!;
+        if (batch.partition === 0) return Promise.reject(new TypeError("a bug"));
+        if (batch.partition === 1 && n <= 2) return Promise.reject(new Error("store timeout"));
+        records.push(...batch.records);
+        return Promise.resolve();
+      },
+      { failed: (f) => failures.push(f) },
+    );
+    const others = Array.from({ length: 40 }, (_, n) => record(n)).filter((r) => r.partition !== 0);
+    await waitFor(() => records.length >= others.length, { what: "partitions 1-3" });
+    expect(calls[0]).toBe(1);
+    expect(failures.filter((f) => f.partition === 0)).toMatchObject([
+      { stage: "handler", retrying: false },
+    ]);
+    expect(failures.filter((f) => f.partition === 1).map((f) => f.retrying)).toEqual([true, true]);
+    expect(records.some((r) => r.partition === 0)).toBe(false);
   });
 });

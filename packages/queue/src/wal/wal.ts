@@ -7,8 +7,12 @@ import { mkdir, open, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { deferred } from "../deferred.js";
 import { QueueError } from "../errors.js";
+import { retryRetriable } from "../retry.js";
 import type {
   ConsumedBatch,
+  ConsumedRecord,
+  DeliveryFailure,
+  DeliveryStage,
   OutgoingRecord,
   PartitionListener,
   QueueConsumer,
@@ -36,9 +40,12 @@ export interface WalOptions {
   readonly maxBatchRecords?: number;
   /** A consumed batch stops once it holds this many key+value bytes. Default 4 MiB. */
   readonly maxBatchBytes?: number;
-  /** First wait before the consumer redelivers a batch whose handler failed. Default 100 ms. */
+  /**
+   * First wait before the consumer retries a failed handler or `assigned` (doubling, with
+   * jitter, up to 5 s). Default 100 ms.
+   */
   readonly retryBackoffMs?: number;
-  /** Told about every handler failure and every unreadable partition. */
+  /** Told about every handler failure and every unreadable partition (as is the listener's `failed`). */
   readonly onError?: (error: unknown, partition: number) => void;
 }
 
@@ -305,15 +312,19 @@ class OffsetsFile {
 /**
  * The ingester's side of the write-ahead log: one loop per partition delivers batches in
  * offset order from the committed offset and sleeps on the partition's append signal
- * when caught up. A handler failure is reported to `onError` and the same batch is
- * delivered again after a growing pause; an unreadable partition is reported and
- * stops being delivered.
+ * when caught up. A failing `assigned` or handler is retried with exponential backoff and
+ * jitter while its error is retriable (see `isRetriable`); a non-retriable one, or an
+ * unreadable partition, stops that partition's delivery. Every failure goes to `onError`
+ * and the listener's `failed`; the first success after failures to its `recovered`.
  */
 export class WalConsumer implements QueueConsumer {
   private running = false;
   private stopped = deferred();
+  private abort = new AbortController();
   private loops: Promise<void>[] = [];
   private listener: PartitionListener | undefined;
+  /** Partitions whose last attempt failed, so the next success is told as `recovered`. */
+  private readonly failing = new Set<number>();
 
   /** @internal Use {@link openWal}. */
   constructor(
@@ -329,11 +340,14 @@ export class WalConsumer implements QueueConsumer {
     if (this.running) throw new QueueError("invalid_options", "consumer already started");
     this.running = true;
     this.stopped = deferred();
+    this.abort = new AbortController();
     this.listener = listener;
     const all = this.logs.map((log) => log.partition);
     const cursors: PartitionCursor[] = [];
     try {
-      await listener?.assigned?.(all);
+      if (listener?.assigned !== undefined) {
+        await this.attempt(all, "assigned", () => listener.assigned?.(all) ?? Promise.resolve());
+      }
       for (const log of this.logs) {
         const committed = this.offsets.committed[log.partition]!;
         cursors.push(await PartitionCursor.open(log, committed, this.options));
@@ -352,33 +366,57 @@ export class WalConsumer implements QueueConsumer {
     handler: (batch: ConsumedBatch) => Promise<void>,
   ): Promise<void> {
     const stopped = this.stopped.promise;
+    const partition = log.partition;
     try {
       while (this.running) {
-        const records = await cursor.read();
+        let records: ConsumedRecord[];
+        try {
+          records = await cursor.read();
+        } catch (error) {
+          // A cursor that failed mid-read cannot be trusted to resume: stop the partition.
+          this.report({ partition, stage: "read", error, attempt: 1, retrying: false });
+          return;
+        }
         if (records.length === 0) {
           await Promise.race([log.waitBeyond(cursor.nextOffset), stopped]);
           continue;
         }
-        const batch: ConsumedBatch = { partition: log.partition, records };
-        let backoff = this.options.retryBackoffMs;
-        for (;;) {
-          try {
-            await handler(batch);
-            break;
-          } catch (error) {
-            this.options.onError?.(error, log.partition);
-            if (!this.isRunning()) return;
-            await Promise.race([new Promise((r) => setTimeout(r, backoff)), stopped]);
-            if (!this.isRunning()) return;
-            backoff = Math.min(Math.max(backoff * 2, 1), MAX_RETRY_BACKOFF_MS);
-          }
-        }
+        const batch: ConsumedBatch = { partition, records };
+        await this.attempt([partition], "handler", () => handler(batch));
       }
-    } catch (error) {
-      this.options.onError?.(error, log.partition);
+    } catch {
+      // Not retriable (reported by attempt), or stopped while waiting to retry.
     } finally {
       await cursor.close();
     }
+  }
+
+  /** Runs `call` for `partitions`, retrying while retriable, reporting every failure. */
+  private async attempt(
+    partitions: readonly number[],
+    stage: DeliveryStage,
+    call: () => Promise<void>,
+  ): Promise<void> {
+    await retryRetriable(call, {
+      minBackoffMs: this.options.retryBackoffMs,
+      maxBackoffMs: MAX_RETRY_BACKOFF_MS,
+      signal: this.abort.signal,
+      shouldRetry: () => this.isRunning(),
+      onFailure: (error, attempt, retrying) => {
+        for (const partition of partitions) {
+          this.report({ partition, stage, error, attempt, retrying });
+        }
+      },
+    });
+    for (const partition of partitions) {
+      if (this.failing.delete(partition)) this.listener?.recovered?.(partition);
+    }
+  }
+
+  private report(failure: DeliveryFailure): void {
+    this.failing.add(failure.partition);
+    this.options.onError?.(failure.error, failure.partition);
+    this.listener?.failed?.(failure);
   }
 
   /** Read through a method: `running` changes while a loop awaits. */
@@ -415,6 +453,7 @@ export class WalConsumer implements QueueConsumer {
     if (!this.running) return;
     this.running = false;
     this.stopped.resolve();
+    this.abort.abort(new QueueError("closed", "consumer stopped"));
     await Promise.all(this.loops);
     this.loops = [];
     await this.listener?.revoked?.(this.logs.map((log) => log.partition));
