@@ -5,7 +5,7 @@
  */
 import { ChunkReader } from "@sieve/chunk";
 import type { Entry } from "@sieve/chunk";
-import { compilePipeline, matchesLabels, parseExpr } from "@sieve/logql";
+import { LogqlError, compilePipeline, matchesLabels, parseExpr } from "@sieve/logql";
 import type { Matcher } from "@sieve/logql";
 import { IngesterError } from "./errors.js";
 import type { CutChunk } from "./flush.js";
@@ -160,10 +160,18 @@ function compileKeep(
   return (e, labels) => {
     const structuredMetadata: Record<string, string> = {};
     for (const p of e.structuredMetadata) structuredMetadata[p.name] = p.value;
-    return (
-      pipeline.process({ timestamp: e.timestamp, line: e.line, labels, structuredMetadata }) !==
-      null
-    );
+    try {
+      return (
+        pipeline.process({ timestamp: e.timestamp, line: e.line, labels, structuredMetadata }) !==
+        null
+      );
+    } catch (error) {
+      // A query past one of LogQL's bounds (a template's line size): the query's fault.
+      if (error instanceof LogqlError) {
+        throw new IngesterError("invalid_request", error.message, { cause: error });
+      }
+      throw error;
+    }
   };
 }
 
