@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { checkRange, defineSchema, forTenant, loadSection } from "@sieve/config";
 import type { Env } from "@sieve/config";
 
@@ -19,6 +20,12 @@ export interface QueryLimits {
    * keeps every matching entry of its range, so this is what stops it allocating without bound.
    */
   readonly maxMetricQueryEntries: number;
+  /**
+   * Sieve's bound on the bytes one query holds (256 MiB): pipeline output kept for the
+   * answer, rows held for metric evaluation, entries received from the ingesters. Past
+   * it the query is refused with 400 instead of exhausting its worker's heap.
+   */
+  readonly maxQueryMemoryBytes: number;
 }
 
 /** Loki's defaults. */
@@ -28,6 +35,7 @@ export const DEFAULT_QUERY_LIMITS: QueryLimits = {
   maxChunksPerQuery: 2_000_000,
   queryTimeoutMs: 60_000,
   maxMetricQueryEntries: 10_000_000,
+  maxQueryMemoryBytes: 256 * 1024 * 1024,
 };
 
 /** The querier's configuration. Sizes in bytes. */
@@ -40,6 +48,13 @@ export interface QuerierConfig {
   readonly chunkCacheBytes: number;
   /** Byte budget of the index segment cache (by encoded size). */
   readonly segmentCacheBytes: number;
+  /**
+   * Worker threads that run queries, one query each (see pool.ts); 0 runs them on the
+   * main thread, unisolated (for debugging and benchmarks of the evaluation alone).
+   */
+  readonly workers: number;
+  /** V8 heap cap of each query worker, MiB: a query past it gets a 400, nothing else dies. */
+  readonly workerHeapMb: number;
   /** Limits of every tenant. */
   readonly limits: QueryLimits;
   /** Per-tenant changes to `limits`, by tenant ID. */
@@ -52,6 +67,8 @@ export const DEFAULT_CONFIG: QuerierConfig = {
   maxConcurrentFetches: 8,
   chunkCacheBytes: 256 * 1024 * 1024,
   segmentCacheBytes: 64 * 1024 * 1024,
+  workers: availableParallelism(),
+  workerHeapMb: 1024,
   limits: DEFAULT_QUERY_LIMITS,
   overrides: {},
 };
@@ -92,6 +109,8 @@ export function loadConfig(sources: ConfigSources = {}): QuerierConfig {
   checkRange("maxConcurrentFetches", config.maxConcurrentFetches, 1);
   checkRange("chunkCacheBytes", config.chunkCacheBytes, 1);
   checkRange("segmentCacheBytes", config.segmentCacheBytes, 1);
+  checkRange("workers", config.workers, 0, 256);
+  checkRange("workerHeapMb", config.workerHeapMb, 64);
   return config;
 }
 

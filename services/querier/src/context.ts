@@ -6,7 +6,7 @@ import type { IndexSegment } from "@sieve/index";
 import type { ObjectCache } from "./cache.js";
 import type { QuerierConfig, QueryLimits } from "./config.js";
 import type { ChunkFilter, IngesterQuerier, QuerierStore } from "./deps.js";
-import { ERR_DEADLINE_EXCEEDED, QueryError } from "./errors.js";
+import { ERR_DEADLINE_EXCEEDED, QueryError, queryMemory } from "./errors.js";
 import type { ParsedLabels } from "./labels.js";
 import type { QuerierMetrics } from "./metrics.js";
 import { QueryStats } from "./stats.js";
@@ -32,9 +32,23 @@ export interface QuerierParts {
   readonly labels: ParsedLabels;
 }
 
-/** The deadline and counters of one query. */
+/**
+ * What holding an entry costs, in bytes: V8 strings take 1 or 2 bytes a character (2
+ * assumed: an estimate that errs on the safe side) plus the record and array slot
+ * around it. Labels and metadata records are mostly shared between entries and not counted.
+ */
+export function entryBytes(line: string): number {
+  return 2 * line.length + ENTRY_OVERHEAD_BYTES;
+}
+
+/** The record, its timestamp and its array slot, roughly. */
+const ENTRY_OVERHEAD_BYTES = 96;
+
+/** The deadline, counters and memory budget of one query. */
 export class QueryContext {
   readonly stats = new QueryStats();
+  /** Bytes held outside the answer buffer (ingester entries, metric rows). */
+  private heldBytes = 0;
   readonly started = performance.now();
   private readonly deadline: number;
   private timer: NodeJS.Timeout | undefined;
@@ -57,6 +71,22 @@ export class QueryContext {
   /** Throws the timeout error once the deadline has passed. */
   check(): void {
     if (performance.now() > this.deadline) throw new QueryError("timeout", ERR_DEADLINE_EXCEEDED);
+  }
+
+  /**
+   * Counts `bytes` more held by the query (`transient`: also held, by the answer buffer,
+   * but counted there); throws the `maxQueryMemoryBytes` error past the tenant's budget.
+   */
+  hold(bytes: number, transient = 0): void {
+    this.heldBytes += bytes;
+    const max = this.limits.maxQueryMemoryBytes;
+    if (max > 0 && this.heldBytes + transient > max) throw queryMemory(max);
+  }
+
+  /** What an ingester call may take: the time left before the deadline, if any. */
+  callOptions(): { timeoutMs?: number } {
+    if (this.deadline === Number.POSITIVE_INFINITY) return {};
+    return { timeoutMs: Math.max(1, Math.ceil(this.deadline - performance.now())) };
   }
 
   /** `p`, or the timeout error when the deadline comes first. */

@@ -44,8 +44,17 @@ export interface IngesterSeriesRequest {
 
 /** What the querier asks of the ingesters (in-process or over HTTP). */
 export interface IngesterQuerier {
-  query(req: IngesterQueryRequest): Promise<IngesterStream[]>;
-  series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]>;
+  query(req: IngesterQueryRequest, options?: IngesterCallOptions): Promise<IngesterStream[]>;
+  series(
+    req: IngesterSeriesRequest,
+    options?: IngesterCallOptions,
+  ): Promise<{ labels: string; fingerprint: bigint }[]>;
+}
+
+/** How long an ingester call may take: the query's remaining deadline, and its abort. */
+export interface IngesterCallOptions {
+  readonly signal?: AbortSignal;
+  readonly timeoutMs?: number;
 }
 
 /** One series' chunks under one bloom, as the gateway receives them. */

@@ -10,8 +10,14 @@ export const QUERY_ERROR_STATUS = {
   max_entries_limit: 400,
   max_chunks: 400,
   max_metric_entries: 400,
+  /** The query would hold more than the tenant's `maxQueryMemoryBytes`. */
+  query_memory: 400,
+  /** The query's worker thread ran out of heap (the pool's `heapMb`). */
+  worker_heap: 400,
   /** The query ran past the tenant's `queryTimeoutMs`. */
   timeout: 504,
+  /** The object store is down or did not answer by its deadline (Sieve's, not the user's). */
+  store_unavailable: 503,
   /** Auth is on and X-Scope-OrgID is missing. */
   no_org_id: 401,
 } as const;
@@ -58,6 +64,33 @@ export function maxChunks(limit: number, matched: number): QueryError {
   return new QueryError(
     "max_chunks",
     `the query hit the max number of chunks limit (limit: ${limit} chunks, matched: ${matched} chunks); consider adding more specific stream selectors or reducing the query time range`,
+  );
+}
+
+/**
+ * Past the tenant's `maxQueryMemoryBytes`, worded after Loki's limit errors: what was hit,
+ * the limit and its option, and what to do.
+ */
+export function queryMemory(limitBytes: number): QueryError {
+  return new QueryError(
+    "query_memory",
+    `the query would hold more than ${limitBytes} bytes in memory (limit: ${limitBytes} bytes, maxQueryMemoryBytes); consider adding more specific stream selectors, reducing the time range or the limit, or dropping line_format stages that grow lines`,
+  );
+}
+
+/** A query that built a value past the engine's size limits (`Invalid string length`). */
+export function tooLarge(reason: string): QueryError {
+  return new QueryError(
+    "query_memory",
+    `the query would build a value larger than the engine allows (${reason}); consider dropping line_format or label_format stages that grow lines`,
+  );
+}
+
+/** A query whose worker ran out of heap (`heapMb`): the query's fault, not Sieve's. */
+export function workerHeap(heapMb: number): QueryError {
+  return new QueryError(
+    "worker_heap",
+    `the query ran out of memory on its worker (limit: ${heapMb} MiB of heap, heapMb); consider adding more specific stream selectors, reducing the time range or the limit`,
   );
 }
 

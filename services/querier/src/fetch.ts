@@ -1,6 +1,6 @@
 /** Chunk fetching: a bounded pool of fetches ahead of the reader, through the chunk cache. */
 import type { QuerierParts, QueryContext } from "./context.js";
-import type { PlannedChunk } from "./plan.js";
+import { storeError, type PlannedChunk } from "./plan.js";
 
 /**
  * Fetches chunks in the given order, `maxConcurrentFetches` ahead of the reader, through
@@ -25,7 +25,11 @@ export async function* fetchInOrder(
       return;
     }
     const p = parts.chunks
-      .get(planned.chunk.key, () => parts.store.get(planned.chunk.key))
+      .get(planned.chunk.key, () =>
+        parts.store.get(planned.chunk.key).catch((error: unknown) => {
+          throw storeError(error); // a store that is down: 503, not 500
+        }),
+      )
       .then(({ value, hit }) => {
         stats.chunksFetched++;
         parts.metrics?.chunksFetched.inc();

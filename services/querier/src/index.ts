@@ -3,18 +3,24 @@
  * `series`, `index/stats`) over Sieve's store and the ingesters' unflushed data, pruning
  * chunks with the bloom gateway.
  */
+import type { Logger } from "pino";
 import type { Registry } from "prom-client";
+import { ReadReport } from "./labels.js";
 import { QuerierMetrics } from "./metrics.js";
 import { Querier, type QuerierDeps } from "./querier.js";
 
 /** Builds a querier; with a `registry`, its metrics are registered there. */
 export function createQuerier(
-  deps: Omit<QuerierDeps, "metrics"> & { registry?: Registry },
+  deps: Omit<QuerierDeps, "metrics" | "report"> & { registry?: Registry; logger?: Logger },
 ): Querier {
-  const { registry, ...rest } = deps;
+  const { registry, logger, ...rest } = deps;
   return new Querier({
     ...rest,
     ...(registry !== undefined && { metrics: new QuerierMetrics(registry) }),
+    report: new ReadReport({
+      ...(registry !== undefined && { registry }),
+      ...(logger !== undefined && { logger }),
+    }),
   });
 }
 
@@ -28,7 +34,11 @@ export type {
   IndexStats,
 } from "./querier.js";
 export { querierPlugin, createQuerierServer, FAKE_TENANT, tenantIdError } from "./http.js";
-export type { QuerierHttpDeps } from "./http.js";
+export type { QuerierHttpDeps, QueryRunner } from "./http.js";
+export { handleQuery, answerOfError, errorAnswer, QUERY_ROUTES } from "./handler.js";
+export type { QueryTask, QueryAnswer, QueryCounts, QueryRoute } from "./handler.js";
+export { QueryPool, DEFAULT_WORKER_HEAP_MB } from "./pool.js";
+export type { QueryPoolOptions, WorkerSetup, RemoteSetup } from "./pool.js";
 export {
   loadConfig,
   limitsFor,

@@ -11,7 +11,12 @@ import {
   printSelector,
   type LogExpr,
 } from "@sieve/logql";
-import { DEADLINE_CHECK_EVERY, type QuerierParts, type QueryContext } from "./context.js";
+import {
+  DEADLINE_CHECK_EVERY,
+  entryBytes,
+  type QuerierParts,
+  type QueryContext,
+} from "./context.js";
 import { fetchInOrder } from "./fetch.js";
 import { EMPTY, labelsKey, metadataRecord } from "./labels.js";
 import type { Direction } from "./params.js";
@@ -67,6 +72,8 @@ export class TopEntries {
   private threshold: ResultEntry | undefined;
   /** Exact duplicates dropped. */
   duplicates = 0;
+  /** What the buffered candidates hold ({@link entryBytes}): the query's memory budget reads it. */
+  bytes = 0;
 
   constructor(
     private readonly limit: number,
@@ -107,6 +114,7 @@ export class TopEntries {
       }
     }
     this.buf.push(e);
+    this.bytes += entryBytes(e.line);
     if (this.buf.length >= Math.max(2 * this.limit, 64)) this.compact();
   }
 
@@ -123,6 +131,8 @@ export class TopEntries {
       if (kept.length === this.limit) break;
     }
     this.buf = kept;
+    this.bytes = 0;
+    for (const k of kept) this.bytes += entryBytes(k.line);
     if (kept.length === this.limit) this.threshold = kept[kept.length - 1];
   }
 
@@ -141,6 +151,21 @@ export class TopEntries {
   }
 }
 
+/**
+ * What the ingesters are asked to run: the pipeline up to its last filter. Only filters
+ * drop lines, and the ingesters only decide which lines to keep (the querier runs the
+ * whole pipeline again), so the stages after the last filter would be work for nothing
+ * on the ingester's thread: `| line_format` or a long chain of parsers there would stall
+ * ingestion. Undefined when no stage filters.
+ */
+export function ingesterQuery(expr: LogExpr): string | undefined {
+  let last = -1;
+  expr.pipeline.forEach((stage, i) => {
+    if (stage.kind === "lineFilter" || stage.kind === "labelFilter") last = i;
+  });
+  return last < 0 ? undefined : printExpr({ ...expr, pipeline: expr.pipeline.slice(0, last + 1) });
+}
+
 /** Runs a log query over the plan and the ingesters: the best `q.limit` entries, in order. */
 export async function runLogs(
   parts: QuerierParts,
@@ -155,27 +180,37 @@ export async function runLogs(
   const testLine = pipeline.lineOnly ? pipeline.testLine : undefined;
   if (q.end <= q.start) return [];
   const through = q.end - 1n;
+  const pushed = ingesterQuery(expr);
   const [planned, fromIngesters] = await Promise.all([
     plan(parts, q.tenant, [expr.matchers], q.start, through, extractBloomTests(expr), ctx),
     stats.time("ingester", () =>
       ctx.race(
-        parts.ingesters.query({
-          tenant: q.tenant,
-          selector: printSelector(expr.matchers),
-          query: printExpr(expr),
-          start: q.start,
-          end: q.end,
-          direction: q.direction,
-          limit: q.limit,
-        }),
+        parts.ingesters.query(
+          {
+            tenant: q.tenant,
+            selector: printSelector(expr.matchers),
+            ...(pushed !== undefined && { query: pushed }),
+            start: q.start,
+            end: q.end,
+            direction: q.direction,
+            limit: q.limit,
+          },
+          ctx.callOptions(),
+        ),
       ),
     ),
   ]);
   const t0 = performance.now();
   let fetchBefore = stats.stages.fetch;
   let n = 0;
+  // The ingesters' answer is held whole until the query ends.
+  let received = 0;
+  for (const s of fromIngesters) for (const e of s.entries) received += entryBytes(e.line);
+  ctx.hold(received);
   for (const s of fromIngesters) {
-    const labels = parts.labels.of(s.labels);
+    // A stream whose labels do not parse is left out (logged and counted once), not a 500.
+    const labels = parts.labels.tryOf(s.labels, "ingester");
+    if (labels === undefined) continue;
     stats.ingesterStreams++;
     for (const e of s.entries) {
       if (e.timestamp < q.start || e.timestamp >= q.end) continue;
@@ -199,6 +234,7 @@ export async function runLogs(
         stream: labels,
         metadata,
       });
+      ctx.hold(0, top.bytes);
     }
   }
   // Chunks in the direction: forward by start time, backward by end time, so once the
@@ -247,6 +283,7 @@ export async function runLogs(
         stream: p.labels,
         metadata,
       });
+      ctx.hold(0, top.bytes);
     }
   }
   const result = top.result();

@@ -10,6 +10,7 @@ import {
   extractBloomTests,
   logSelectors,
   matchesLabels,
+  printExpr,
   printSelector,
   type BloomTest,
   type Expr,
@@ -19,7 +20,12 @@ import {
   type StreamEntries,
   type Vector,
 } from "@sieve/logql";
-import { DEADLINE_CHECK_EVERY, type QuerierParts, type QueryContext } from "./context.js";
+import {
+  DEADLINE_CHECK_EVERY,
+  entryBytes,
+  type QuerierParts,
+  type QueryContext,
+} from "./context.js";
 import { QueryError } from "./errors.js";
 import { fetchInOrder } from "./fetch.js";
 import { labelsKey, metadataRecord } from "./labels.js";
@@ -85,14 +91,17 @@ async function collectStreams(
       ctx.race(
         Promise.all(
           groups.map((g) =>
-            parts.ingesters.query({
-              tenant,
-              selector: printSelector(g),
-              start: from,
-              end,
-              direction: "forward",
-              limit: 0,
-            }),
+            parts.ingesters.query(
+              {
+                tenant,
+                selector: printSelector(g),
+                start: from,
+                end,
+                direction: "forward",
+                limit: 0,
+              },
+              ctx.callOptions(),
+            ),
           ),
         ),
       ),
@@ -148,7 +157,8 @@ async function collectStreams(
     }
     return s;
   };
-  const count = (): void => {
+  const count = (line: string): void => {
+    ctx.hold(entryBytes(line));
     if (++total % DEADLINE_CHECK_EVERY === 0) ctx.check();
     if (max > 0 && total > max) {
       throw new QueryError(
@@ -162,14 +172,16 @@ async function collectStreams(
     for (const s of answer) {
       if (seenIngester.has(s.fingerprint)) continue; // the same stream matched two selectors
       seenIngester.add(s.fingerprint);
+      const labels = parts.labels.tryOf(s.labels, "ingester");
+      if (labels === undefined) continue; // left out, logged and counted once
       stats.ingesterStreams++;
-      const { rows, keep } = streamOf(parts.labels.of(s.labels));
+      const { rows, keep } = streamOf(labels);
       for (const e of s.entries) {
         if (e.timestamp < from || e.timestamp >= end) continue;
         stats.ingesterLines++;
         stats.ingesterBytes += e.line.length;
         if (keep !== undefined && !keep(e.line)) continue;
-        count();
+        count(e.line);
         rows.push(e);
       }
     }
@@ -188,7 +200,7 @@ async function collectStreams(
         if (stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();
         continue;
       }
-      count();
+      count(e.line);
       rows.push({
         timestamp: e.timestamp,
         line: e.line,
@@ -238,7 +250,11 @@ export async function evaluateMetric(
   evaluate: (expr: Expr, streams: StreamEntries[]) => Matrix | Vector,
   ctx: QueryContext,
 ): Promise<Matrix | Vector> {
-  const sels = logSelectors(expr);
+  // Identical selectors (`count_over_time({a="b"}[1m]) + ...` a thousand times) are read
+  // once: each would otherwise fetch, ask the ingesters for and hold the same lines.
+  const unique = new Map<string, LogExpr>();
+  for (const s of logSelectors(expr)) unique.set(printExpr(s), s);
+  const sels = [...unique.values()];
   let streams: StreamEntries[] = [];
   if (sels.length > 0) {
     const { back, minOffset } = lookback(expr);

@@ -1,20 +1,28 @@
 /**
  * The plan of a query: index (segments cached) → series matching the selectors → chunk
  * refs in range → pruned by the bloom gateway when the query has a bloom test.
+ *
+ * It fails soft: a segment that cannot be decoded, or a series whose labels do not parse,
+ * is left out (logged and counted by the {@link ReadReport}) and the rest answers; a
+ * bloom gateway that fails keeps every ref (invariant 1), logged and counted by reason. A
+ * store that is down or does not answer by its deadline fails the query at once with 503.
  */
 import {
   IndexError,
   decodeSegment,
   listSegments,
   mergeSegments,
+  type IndexSegment,
   type IndexedChunk,
   type IndexedSeries,
   type SegmentChunk,
 } from "@sieve/index";
 import { matchesLabels, type BloomTest, type Matcher } from "@sieve/logql";
+import { STORAGE_ERRORS, isNotFound, isStoreFailure } from "@sieve/storage";
 import type { QuerierParts, QueryContext } from "./context.js";
 import type { FilterResponse, FilterSeries } from "./deps.js";
 import { QueryError, maxChunks } from "./errors.js";
+import type { ReadReport } from "./labels.js";
 
 /** A chunk the plan will read, with its series. */
 export interface PlannedChunk {
@@ -43,7 +51,61 @@ function segmentChunk(c: IndexedChunk): SegmentChunk {
   };
 }
 
-/** The tenant's series and chunks over [from, through] (inclusive), from cached segments. */
+/**
+ * `error` as a query answers it: a store failure (down, frozen past its deadline, erroring)
+ * is a 503 `store_unavailable` naming the store; anything else is unchanged.
+ */
+export function storeError(error: unknown): unknown {
+  if (!isStoreFailure(error)) return error;
+  const prefix = `${STORAGE_ERRORS.backend}: `;
+  const detail = error.message.startsWith(prefix)
+    ? error.message.slice(prefix.length)
+    : error.message;
+  const answer = new QueryError("store_unavailable", `object store unavailable: ${detail}`);
+  answer.cause = error;
+  return answer;
+}
+
+/**
+ * The segment at `key`, without the series whose labels do not parse; empty when it
+ * cannot be decoded or is gone (compacted away since the listing). Each left-out part is
+ * reported; store failures are thrown as {@link storeError}. A damaged segment stays
+ * damaged, so its empty stand-in is cached like any segment and it is read once.
+ */
+async function loadSegment(
+  parts: QuerierParts,
+  tenant: string,
+  key: string,
+): Promise<{ segment: IndexSegment; bytes: number }> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await parts.store.get(key);
+  } catch (error) {
+    if (!isNotFound(error)) throw storeError(error);
+    parts.labels.report.unreadableSegment(key, error);
+    return { segment: { tenant, day: 0, series: [] }, bytes: 0 };
+  }
+  let segment: IndexSegment;
+  try {
+    segment = decodeSegment(bytes);
+    if (segment.tenant !== tenant) {
+      throw new IndexError("corrupt", `a segment of tenant ${JSON.stringify(segment.tenant)}`);
+    }
+  } catch (error) {
+    if (!(error instanceof IndexError)) throw error;
+    parts.labels.report.unreadableSegment(key, error);
+    return { segment: { tenant, day: 0, series: [] }, bytes: bytes.byteLength };
+  }
+  const where = `segment ${key}`;
+  const readable = segment.series.filter((s) => parts.labels.tryOf(s.labels, where) !== undefined);
+  if (readable.length < segment.series.length) segment = { ...segment, series: readable };
+  return { segment, bytes: bytes.byteLength };
+}
+
+/**
+ * The tenant's series and chunks over [from, through] (inclusive), from cached segments:
+ * every series has labels that parse (see {@link loadSegment}).
+ */
 export async function readSeries(
   parts: QuerierParts,
   tenant: string,
@@ -59,24 +121,12 @@ export async function readSeries(
       if (error instanceof IndexError && error.code === "invalid_argument") {
         throw new QueryError("bad_request", error.message);
       }
-      throw error;
+      throw storeError(error);
     }
     const segments = await ctx.race(
       Promise.all(
         keys.map(async (key) => {
-          const { value } = await parts.segments.get(key, async () => {
-            const bytes = await parts.store.get(key);
-            try {
-              return { segment: decodeSegment(bytes), bytes: bytes.byteLength };
-            } catch (error) {
-              if (error instanceof IndexError) {
-                const wrapped = new IndexError(error.code, `${key}: ${error.message}`);
-                wrapped.cause = error;
-                throw wrapped;
-              }
-              throw error;
-            }
-          });
+          const { value } = await parts.segments.get(key, () => loadSegment(parts, tenant, key));
           return value.segment;
         }),
       ),
@@ -84,6 +134,26 @@ export async function readSeries(
     ctx.stats.segmentsRead += segments.length;
     return mergeSegments(tenant, segments, from, through);
   });
+}
+
+/**
+ * The fail-open reason of an error thrown by the bloom step (the gateway's reason names):
+ * `timeout` when it ran out of time, `gateway_error` for anything else the call threw.
+ */
+function failOpenReason(error: unknown): string {
+  return error instanceof Error && error.name === "TimeoutError" ? "timeout" : "gateway_error";
+}
+
+/** Reports a failed bloom step: `chunks` refs kept untested. */
+function reportFailOpen(
+  report: ReadReport,
+  tenant: string,
+  chunks: number,
+  error: unknown,
+): Record<string, number> {
+  const reason = failOpenReason(error);
+  report.failedOpen(reason, chunks, tenant, error);
+  return { [reason]: chunks };
 }
 
 /**
@@ -103,8 +173,8 @@ export async function plan(
   const matched: { series: IndexedSeries; labels: Readonly<Record<string, string>> }[] = [];
   let inRange = 0;
   for (const s of all) {
-    const labels = parts.labels.of(s.labels);
-    if (!selectors.some((m) => matchesLabels(m, labels))) continue;
+    const labels = parts.labels.tryOf(s.labels, "store");
+    if (labels === undefined || !selectors.some((m) => matchesLabels(m, labels))) continue;
     matched.push({ series: s, labels });
     inRange += s.chunks.length;
   }
@@ -160,13 +230,16 @@ export async function plan(
       chunksPruned: 0,
       blocksRead: 0,
       cacheHits: 0,
-      failedOpen: { gateway_error: inRange },
+      failedOpen: reportFailOpen(parts.labels.report, tenant, inRange, error),
     };
     return matched.flatMap(({ series, labels }) =>
       series.chunks.map((chunk) => ({ chunk, labels })),
     );
   }
   stats.bloom = response.stats;
+  for (const [reason, chunks] of Object.entries(response.stats.failedOpen)) {
+    parts.labels.report.failedOpen(reason, chunks, tenant);
+  }
   const kept = new Set<string>();
   for (const s of response.series) for (const c of s.chunks) kept.add(chunkId(s.fingerprint, c));
   const out: PlannedChunk[] = [];

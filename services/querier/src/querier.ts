@@ -29,7 +29,7 @@ import {
   type QuerierStore,
 } from "./deps.js";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
-import { ParsedLabels } from "./labels.js";
+import { ParsedLabels, ReadReport } from "./labels.js";
 import { runLogs, type LogQuery, type LogResult } from "./logs.js";
 import type { QuerierMetrics } from "./metrics.js";
 import { evaluateMetric, type MetricRangeQuery } from "./metrics-query.js";
@@ -52,6 +52,8 @@ export interface QuerierDeps {
   /** The bloom gateway; when absent every ref is kept (no pruning). */
   readonly chunkFilter?: ChunkFilter;
   readonly metrics?: QuerierMetrics;
+  /** Where unreadable series and failed-open chunks are logged and counted. */
+  readonly report?: ReadReport;
 }
 
 /**
@@ -64,6 +66,8 @@ export class Querier {
   private readonly parts: QuerierParts;
   /** Where the querier counts (absent: not counted). */
   readonly metrics: QuerierMetrics | undefined;
+  /** Where unreadable series and failed-open chunks are logged and counted. */
+  readonly report: ReadReport;
   /** Decoded segments by key, sized by their encoded bytes. */
   readonly segments: ObjectCache<{ segment: IndexSegment; bytes: number }>;
   /** Encoded chunks by key. */
@@ -72,6 +76,7 @@ export class Querier {
   constructor(deps: QuerierDeps) {
     this.config = deps.config;
     this.metrics = deps.metrics;
+    this.report = deps.report ?? new ReadReport();
     this.segments = new ObjectCache(deps.config.segmentCacheBytes, (v) => v.bytes);
     this.chunks = new ObjectCache(deps.config.chunkCacheBytes, (v) => v.byteLength);
     this.parts = {
@@ -82,7 +87,7 @@ export class Querier {
       metrics: this.metrics,
       segments: this.segments,
       chunks: this.chunks,
-      labels: new ParsedLabels(),
+      labels: new ParsedLabels(this.report),
     };
   }
 

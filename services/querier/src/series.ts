@@ -31,24 +31,29 @@ export async function selectSeries(
   const fromIngesters = await ctx.race(
     Promise.all(
       (groups.length === 0 ? [undefined] : groups).map((selector) =>
-        parts.ingesters.series({
-          tenant,
-          start,
-          end,
-          ...(selector !== undefined && { selector }),
-        }),
+        parts.ingesters.series(
+          {
+            tenant,
+            start,
+            end,
+            ...(selector !== undefined && { selector }),
+          },
+          ctx.callOptions(),
+        ),
       ),
     ),
   );
   const out = new Map<string, Readonly<Record<string, string>>>();
-  const consider = (canonical: string): void => {
+  const consider = (canonical: string, where: string): void => {
     if (out.has(canonical)) return;
-    const labels = parts.labels.of(canonical);
+    // A series whose labels do not parse is left out (and reported), not a failed answer.
+    const labels = parts.labels.tryOf(canonical, where);
+    if (labels === undefined) return;
     if (selectors.length === 0 || selectors.some((m) => matchesLabels(m, labels)))
       out.set(canonical, labels);
   };
-  for (const s of fromStore) consider(s.labels);
-  for (const answer of fromIngesters) for (const s of answer) consider(s.labels);
+  for (const s of fromStore) consider(s.labels, "store");
+  for (const answer of fromIngesters) for (const s of answer) consider(s.labels, "ingester");
   return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, l]) => l);
 }
 
@@ -68,7 +73,8 @@ export async function readIndexStats(
   const out: IndexStats = { streams: 0, chunks: 0, bytes: 0, entries: 0 };
   const streams = new Set<string>();
   for (const s of await readSeries(parts, tenant, start, end, ctx)) {
-    if (!matchesLabels(matchers, parts.labels.of(s.labels))) continue;
+    const labels = parts.labels.tryOf(s.labels, "store");
+    if (labels === undefined || !matchesLabels(matchers, labels)) continue;
     streams.add(s.labels);
     for (const c of s.chunks) {
       out.chunks++;
@@ -78,8 +84,11 @@ export async function readIndexStats(
   }
   // As Loki's, a stream still only in an ingester counts (its head chunks do not: the
   // ingesters answer series, not sizes).
-  const recent = await ctx.race(parts.ingesters.series({ tenant, selector: query, start, end }));
-  for (const s of recent) streams.add(s.labels);
+  const recent = await ctx.race(
+    parts.ingesters.series({ tenant, selector: query, start, end }, ctx.callOptions()),
+  );
+  for (const s of recent)
+    if (parts.labels.tryOf(s.labels, "ingester") !== undefined) streams.add(s.labels);
   out.streams = streams.size;
   return out;
 }

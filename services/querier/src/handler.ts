@@ -1,0 +1,224 @@
+/**
+ * The query API's routes as one pure function of plain data: a {@link QueryTask} in, a
+ * {@link QueryAnswer} (status, content type, body text) out. The same function serves a
+ * query in process and on a worker thread of a {@link QueryPool}, so the two cannot drift;
+ * the HTTP layer only reads the tenant and the form, and writes the answer.
+ */
+import { LogqlError } from "@sieve/logql";
+import { QueryError, tooLarge } from "./errors.js";
+import type { ReadReportCounts } from "./labels.js";
+import { applyInterval, queryResponse, toStreams } from "./marshal.js";
+import {
+  DEFAULT_SINCE_NS,
+  ParamError,
+  parseBounds,
+  parseInstantQuery,
+  parseRangeQuery,
+  seriesMatchers,
+  type Form,
+} from "./params.js";
+import { Querier } from "./querier.js";
+import type { QueryStats } from "./stats.js";
+
+/** The routes under `/loki/api/v1/`, by the name a task carries. */
+export const QUERY_ROUTES = {
+  query_range: "/loki/api/v1/query_range",
+  query: "/loki/api/v1/query",
+  labels: "/loki/api/v1/labels",
+  label_values: "/loki/api/v1/label/:name/values",
+  series: "/loki/api/v1/series",
+  index_stats: "/loki/api/v1/index/stats",
+} as const;
+
+/** A route of {@link QUERY_ROUTES}. */
+export type QueryRoute = keyof typeof QUERY_ROUTES;
+
+/** One request, as plain data that crosses to a worker thread (structured clone). */
+export interface QueryTask {
+  readonly route: QueryRoute;
+  /** The query string and form body, URL-encoded (Go's `r.Form`). */
+  readonly form: string;
+  /** The `<name>` of `label/<name>/values`. */
+  readonly labelName?: string;
+  readonly tenant: string;
+  /** Loki's response encoding flags the client asked for (`categorize-labels`). */
+  readonly flags: readonly string[];
+  /** Unix ns of now, as the HTTP layer read it (tests pin it). */
+  readonly nowNs: bigint;
+}
+
+/**
+ * What a query did that the querier's metrics count: returned with each answer so the
+ * main thread can count a query that ran on a worker.
+ */
+export interface QueryCounts {
+  chunksInRange: number;
+  chunksPruned: number;
+  chunksFetched: number;
+  bytesFetched: number;
+  linesScanned: number;
+}
+
+/** A query's answer, ready to write. */
+export interface QueryAnswer {
+  readonly status: number;
+  readonly contentType: string;
+  /** The body: JSON on success, Loki's plain-text error otherwise. */
+  readonly body: string;
+  /** Present when the query ran (absent on errors before it did). */
+  readonly counts?: QueryCounts;
+  /** From a worker: what its read report counted during the query (it logged them). */
+  readonly readReport?: ReadReportCounts;
+  /**
+   * On a 500, what went wrong inside Sieve (message and stack), for the HTTP layer to log
+   * with the request id; the body says only the message.
+   */
+  readonly internal?: { readonly message: string; readonly stack?: string };
+}
+
+const JSON_TYPE = "application/json; charset=utf-8";
+const TEXT_TYPE = "text/plain; charset=utf-8";
+
+function countsOf(stats: QueryStats): QueryCounts {
+  return {
+    chunksInRange: stats.chunksInRange,
+    chunksPruned: stats.chunksPrunedByBlooms,
+    chunksFetched: stats.chunksFetched,
+    bytesFetched: stats.bytesFetched,
+    linesScanned: stats.linesScanned,
+  };
+}
+
+/** A refusal with its status and plain-text message (Loki's words). */
+export function errorAnswer(status: number, message: string): QueryAnswer {
+  return { status, contentType: TEXT_TYPE, body: message + "\n" };
+}
+
+/** Maps what a route threw to its answer: user errors keep their 4xx, the rest is a 500. */
+export function answerOfError(error: unknown): QueryAnswer {
+  if (error instanceof QueryError || error instanceof ParamError) {
+    return errorAnswer(error.status, error.message);
+  }
+  // Past one of LogQL's bounds while evaluating (a template's line size, the samples or
+  // series of a metric query): the query's fault, in LogQL's words.
+  if (error instanceof LogqlError) return errorAnswer(400, error.message);
+  // A value past V8's size limits (a string doubled by `line_format` stages, an array of
+  // billions): the query asked for it, so the client is told, as for the memory budget.
+  if (
+    error instanceof RangeError &&
+    /^Invalid (string|array|typed array) length/.test(error.message)
+  ) {
+    const refused = tooLarge(error.message);
+    return errorAnswer(refused.status, refused.message);
+  }
+  const e = error instanceof Error ? error : new Error(String(error));
+  return {
+    ...errorAnswer(500, e.message),
+    internal: { message: e.message, ...(e.stack !== undefined && { stack: e.stack }) },
+  };
+}
+
+const optionalQuery = (form: Form): string | undefined => {
+  const q = form.get("query");
+  return q === null || q === "" ? undefined : q;
+};
+
+type Routed = { body: unknown; stats?: QueryStats };
+
+async function route(querier: Querier, task: QueryTask, form: Form): Promise<Routed> {
+  const { tenant, flags } = task;
+  const now = task.nowNs;
+  switch (task.route) {
+    case "query_range": {
+      const q = parseRangeQuery(form, now);
+      const t0 = performance.now();
+      if (Querier.isLogQuery(q.query)) {
+        const { entries, stats } = await querier.selectLogs({
+          tenant,
+          query: q.query,
+          start: q.start,
+          end: q.end,
+          limit: q.limit,
+          direction: q.direction,
+        });
+        const kept = applyInterval(entries, q.interval);
+        stats.entriesReturned = kept.length;
+        const secs = (performance.now() - t0) / 1000;
+        const result = toStreams(kept, flags.length > 0);
+        return { body: queryResponse("streams", result, stats.toJSON(secs), flags), stats };
+      }
+      const { result, stats } = await querier.selectMatrix({
+        tenant,
+        query: q.query,
+        start: q.start,
+        end: q.end,
+        step: q.step,
+      });
+      const secs = (performance.now() - t0) / 1000;
+      return { body: queryResponse("matrix", result, stats.toJSON(secs), flags), stats };
+    }
+    case "query": {
+      const q = parseInstantQuery(form, now);
+      const t0 = performance.now();
+      if (Querier.isLogQuery(q.query)) {
+        // Sieve's reading of an instant log query: the `limit` lines of the hour up to
+        // `time` (inclusive), in `direction`.
+        const { entries, stats } = await querier.selectLogs({
+          tenant,
+          query: q.query,
+          start: q.time - DEFAULT_SINCE_NS,
+          end: q.time + 1n,
+          limit: q.limit,
+          direction: q.direction,
+        });
+        const secs = (performance.now() - t0) / 1000;
+        const result = toStreams(entries, flags.length > 0);
+        return { body: queryResponse("streams", result, stats.toJSON(secs), flags), stats };
+      }
+      const { result, stats } = await querier.selectVector(tenant, q.query, q.time);
+      const secs = (performance.now() - t0) / 1000;
+      return { body: queryResponse("vector", result, stats.toJSON(secs), flags), stats };
+    }
+    case "labels": {
+      const { start, end } = parseBounds(form, now);
+      const data = await querier.labelNames(tenant, start, end, optionalQuery(form));
+      return { body: { status: "success", data } };
+    }
+    case "label_values": {
+      const { start, end } = parseBounds(form, now);
+      const name = task.labelName ?? "";
+      const data = await querier.labelValues(tenant, name, start, end, optionalQuery(form));
+      return { body: { status: "success", data } };
+    }
+    case "series": {
+      const { start, end } = parseBounds(form, now);
+      const data = await querier.series(tenant, seriesMatchers(form), start, end);
+      return { body: { status: "success", data } };
+    }
+    case "index_stats": {
+      const { start, end } = parseBounds(form, now);
+      if (end < start)
+        throw new ParamError("end timestamp must not be before or equal to start time");
+      return { body: await querier.indexStats(tenant, form.get("query") ?? "", start, end) };
+    }
+  }
+}
+
+/**
+ * Runs one request of the query API on `querier`: parse the form, plan, fetch, evaluate,
+ * and marshal the JSON body. Never throws: every failure is an answer (see
+ * {@link answerOfError}).
+ */
+export async function handleQuery(querier: Querier, task: QueryTask): Promise<QueryAnswer> {
+  try {
+    const { body, stats } = await route(querier, task, new URLSearchParams(task.form));
+    return {
+      status: 200,
+      contentType: JSON_TYPE,
+      body: JSON.stringify(body),
+      ...(stats !== undefined && { counts: countsOf(stats) }),
+    };
+  } catch (error) {
+    return answerOfError(error);
+  }
+}

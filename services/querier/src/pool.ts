@@ -1,0 +1,292 @@
+/**
+ * Queries on worker threads (piscina), one query per worker at a time, each worker with a
+ * V8 heap cap: a query that burns CPU or memory costs one worker, never the main thread
+ * (which keeps accepting pushes and answering `/ready`) nor the process. At the tenant's
+ * `queryTimeoutMs` (time queued included) the task is aborted: piscina terminates the
+ * worker, synchronous evaluation included, and starts a fresh one.
+ *
+ * The main thread keeps what only it has, the in-process ingester (and optionally the
+ * bloom gateway), and answers a worker's calls to them over a MessagePort transferred
+ * with each task ("port" in {@link WorkerSetup}).
+ */
+import { availableParallelism } from "node:os";
+import { MessageChannel, type MessagePort } from "node:worker_threads";
+import type { BloomGatewayConfig } from "@sieve/bloom-gateway";
+import type { StoreConfig } from "@sieve/storage";
+import type { Logger } from "pino";
+import { Piscina } from "piscina";
+import type { Registry } from "prom-client";
+import { limitsFor, type QuerierConfig } from "./config.js";
+import type { ChunkFilter, IngesterQuerier } from "./deps.js";
+import { ERR_DEADLINE_EXCEEDED, workerHeap } from "./errors.js";
+import { errorAnswer, type QueryAnswer, type QueryTask } from "./handler.js";
+import { ReadReport } from "./labels.js";
+import { QuerierMetrics } from "./metrics.js";
+
+/** Base URLs of remote services and the client's timeout. */
+export interface RemoteSetup {
+  readonly urls: readonly string[];
+  readonly timeoutMs?: number;
+}
+
+/**
+ * What a worker builds its querier from, as plain data (it crosses to the worker as
+ * `workerData`).
+ */
+export interface WorkerSetup {
+  readonly config: QuerierConfig;
+  /** The object store the worker opens (each worker has its own client and caches). */
+  readonly store: StoreConfig;
+  /**
+   * The bloom gateway: remote gateways; a gateway in the worker over its store (`local`,
+   * as a lone querier prunes); the main thread's (`port`); or no pruning (`none`).
+   */
+  readonly chunkFilter: "none" | "port" | RemoteSetup | { readonly local: BloomGatewayConfig };
+  /** The ingesters: remote; the main thread's in-process ingester (`port`); or none. */
+  readonly ingesters: "none" | "port" | RemoteSetup;
+  /** pino level of the worker's own logs (the local gateway's); default `warn`. */
+  readonly logLevel?: string;
+}
+
+/** Options of a {@link QueryPool}. */
+export interface QueryPoolOptions {
+  /** Worker threads; default `os.availableParallelism()`. */
+  readonly workers?: number;
+  /** V8 old-generation heap cap of each worker, MiB; default 1024. */
+  readonly heapMb?: number;
+  readonly setup: WorkerSetup;
+  /** The main thread's ingester, for `setup.ingesters: "port"`. */
+  readonly ingesters?: IngesterQuerier;
+  /** The main thread's bloom gateway, for `setup.chunkFilter: "port"`. */
+  readonly chunkFilter?: ChunkFilter;
+  /** Where the querier's metrics are registered (the counts each answer carries). */
+  readonly registry?: Registry;
+  readonly logger?: Logger;
+}
+
+/**
+ * The worker's task: the request, and the port to the main thread's parts; or a `ping`
+ * (see {@link QueryPool.ready}).
+ */
+export type WorkerTask =
+  { readonly task: QueryTask; readonly port?: MessagePort } | { readonly ping: number };
+
+/** A call from a worker to the main thread's parts. */
+export interface PortCall {
+  readonly id: number;
+  readonly call: "query" | "series" | "filter";
+  readonly req: unknown;
+}
+
+/** The main thread's reply to a {@link PortCall}. */
+export type PortReply =
+  | { readonly id: number; readonly value: unknown }
+  | {
+      readonly id: number;
+      readonly error: { readonly message: string; readonly name: string; readonly status?: number };
+    };
+
+/** How long a ping holds its worker, so that the pings of {@link QueryPool.ready} spread. */
+const PING_HOLD_MS = 20;
+
+/**
+ * The setup each of `workers` runs with: the cache budgets are the process's, so each
+ * worker holds an equal share of them.
+ */
+function shareCaches(setup: WorkerSetup, workers: number): WorkerSetup {
+  const share = (bytes: number): number => Math.max(1, Math.floor(bytes / workers));
+  const { config, chunkFilter } = setup;
+  return {
+    ...setup,
+    config: {
+      ...config,
+      chunkCacheBytes: share(config.chunkCacheBytes),
+      segmentCacheBytes: share(config.segmentCacheBytes),
+    },
+    chunkFilter:
+      typeof chunkFilter === "object" && "local" in chunkFilter
+        ? { local: { ...chunkFilter.local, cacheMaxBytes: share(chunkFilter.local.cacheMaxBytes) } }
+        : chunkFilter,
+  };
+}
+
+/** The default heap cap of a worker, MiB. */
+export const DEFAULT_WORKER_HEAP_MB = 1024;
+
+/**
+ * The worker's script. piscina loads a JavaScript file: `dist/query-worker.js`, built by
+ * `tsc -b` before tests run, reached from `src/` (vitest) and `dist/` alike because both
+ * sit one level under the package.
+ */
+const WORKER_URL = new URL("../dist/query-worker.js", import.meta.url);
+
+/**
+ * A pool of query workers; see the file comment. `run` never rejects: a timeout is a 504,
+ * a worker out of heap a 400 naming `heapMb`, any other crash a 500 whose `internal`
+ * the HTTP layer logs with the request id.
+ */
+export class QueryPool {
+  /** The querier's metrics on the main thread (absent without a registry). */
+  readonly metrics: QuerierMetrics | undefined;
+  /** Counts what the workers' read reports counted (their answers carry it). */
+  readonly report: ReadReport;
+  /** The querier configuration the workers run with (limits are read here too). */
+  readonly config: QuerierConfig;
+  readonly heapMb: number;
+  private readonly piscina: Piscina<WorkerTask, QueryAnswer>;
+  private readonly usesPort: boolean;
+
+  constructor(private readonly options: QueryPoolOptions) {
+    const { setup } = options;
+    this.config = setup.config;
+    this.heapMb = options.heapMb ?? DEFAULT_WORKER_HEAP_MB;
+    const workers = options.workers ?? availableParallelism();
+    if (setup.ingesters === "port" && options.ingesters === undefined) {
+      throw new TypeError('setup.ingesters is "port": pass the main thread\'s ingesters');
+    }
+    if (setup.chunkFilter === "port" && options.chunkFilter === undefined) {
+      throw new TypeError('setup.chunkFilter is "port": pass the main thread\'s chunkFilter');
+    }
+    this.usesPort = setup.ingesters === "port" || setup.chunkFilter === "port";
+    this.metrics =
+      options.registry !== undefined ? new QuerierMetrics(options.registry) : undefined;
+    this.report = new ReadReport({
+      ...(options.registry !== undefined && { registry: options.registry }),
+      ...(options.logger !== undefined && { logger: options.logger }),
+    });
+    this.piscina = new Piscina<WorkerTask, QueryAnswer>({
+      filename: WORKER_URL.href,
+      workerData: shareCaches(setup, workers),
+      minThreads: workers,
+      maxThreads: workers,
+      // One query per worker: terminating a worker at a deadline ends only that query.
+      concurrentTasksPerWorker: 1,
+      // Workers stay warm (their caches are the querier's caches).
+      idleTimeout: Number.POSITIVE_INFINITY,
+      resourceLimits: { maxOldGenerationSizeMb: this.heapMb },
+      // No Atomics.wait between tasks: a worker's event loop keeps running (sockets,
+      // cache timers) while it waits for the next query.
+      atomics: "disabled",
+    });
+    // Without a listener, an 'error' of an idle worker would be thrown on the main thread.
+    this.piscina.on("error", (error: unknown) => {
+      options.logger?.error({ err: error }, "query worker failed while idle");
+    });
+  }
+
+  /**
+   * Resolves once every worker has loaded (a fresh worker takes ~0.7 s to import the
+   * querier and the store client): one short ping per worker, all at once, so each
+   * worker takes one. Call it before listening, so the first queries find warm workers.
+   */
+  async ready(): Promise<void> {
+    const n = this.piscina.options.maxThreads;
+    await Promise.all(Array.from({ length: n }, () => this.piscina.run({ ping: PING_HOLD_MS })));
+  }
+
+  /** Worker threads now running. */
+  get threads(): number {
+    return this.piscina.threads.length;
+  }
+
+  /**
+   * Runs `task` on a worker. `startedMs` is when the request arrived (`performance.now()`):
+   * the tenant's `queryTimeoutMs` counts from then, time queued included.
+   */
+  async run(task: QueryTask, startedMs = performance.now()): Promise<QueryAnswer> {
+    const timeoutMs = limitsFor(this.config, task.tenant).queryTimeoutMs;
+    const abort = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    if (timeoutMs > 0) {
+      const left = Math.max(0, startedMs + timeoutMs - performance.now());
+      timer = setTimeout(() => {
+        abort.abort();
+      }, left);
+    }
+    let channel: MessageChannel | undefined;
+    let served: { close(): void } | undefined;
+    if (this.usesPort) {
+      channel = new MessageChannel();
+      served = this.serve(channel.port1);
+    }
+    try {
+      return await this.piscina.run(
+        channel !== undefined ? { task, port: channel.port2 } : { task },
+        {
+          signal: abort.signal,
+          ...(channel !== undefined && { transferList: [channel.port2] }),
+        },
+      );
+    } catch (error) {
+      if (abort.signal.aborted) return errorAnswer(504, ERR_DEADLINE_EXCEEDED);
+      if ((error as { code?: string }).code === "ERR_WORKER_OUT_OF_MEMORY") {
+        const refused = workerHeap(this.heapMb);
+        return errorAnswer(refused.status, refused.message);
+      }
+      const e = error instanceof Error ? error : new Error(String(error));
+      return {
+        ...errorAnswer(500, `query worker failed: ${e.message}`),
+        internal: { message: e.message, ...(e.stack !== undefined && { stack: e.stack }) },
+      };
+    } finally {
+      clearTimeout(timer);
+      served?.close();
+    }
+  }
+
+  /** Answers a worker's calls on `port` until closed; late answers are dropped. */
+  private serve(port: MessagePort): { close(): void } {
+    let open = true;
+    // Ends the ingester's work for the task once the task is over (answered, timed out,
+    // or its worker terminated): the ingester's query runs on this thread, in slices.
+    const done = new AbortController();
+    const options = { signal: done.signal };
+    const { ingesters, chunkFilter } = this.options;
+    port.on("message", (msg: PortCall) => {
+      const call = (): Promise<unknown> => {
+        switch (msg.call) {
+          case "query":
+            return ingesters!.query(msg.req as Parameters<IngesterQuerier["query"]>[0], options);
+          case "series":
+            return ingesters!.series(msg.req as Parameters<IngesterQuerier["series"]>[0], options);
+          case "filter":
+            return chunkFilter!.filterChunkRefs(
+              msg.req as Parameters<ChunkFilter["filterChunkRefs"]>[0],
+            );
+        }
+      };
+      Promise.resolve()
+        .then(call)
+        .then(
+          (value) => {
+            if (open) port.postMessage({ id: msg.id, value } satisfies PortReply);
+          },
+          (error: unknown) => {
+            if (!open) return;
+            const e = error as { message?: string; name?: string; status?: number };
+            port.postMessage({
+              id: msg.id,
+              error: {
+                message: String(e.message ?? error),
+                name: e.name ?? "Error",
+                ...(typeof e.status === "number" && { status: e.status }),
+              },
+            } satisfies PortReply);
+          },
+        );
+    });
+    return {
+      close: () => {
+        // The worker is done or gone: its pending calls are answered to nobody.
+        open = false;
+        done.abort();
+        port.close();
+      },
+    };
+  }
+
+  /** Stops the workers (queries in flight are aborted). */
+  async close(): Promise<void> {
+    await this.piscina.destroy();
+  }
+}
