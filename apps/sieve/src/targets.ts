@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Registry, collectDefaultMetrics } from "prom-client";
+import type { SectionSources } from "@sieve/config";
 import {
   BloomGateway,
   BloomGatewayClient,
@@ -16,7 +17,14 @@ import {
   loadConfig as loadIngesterConfig,
   type IngesterConfig,
 } from "@sieve/ingester";
-import { createQuerier, querierPlugin, loadConfig as loadQuerierConfig } from "@sieve/querier";
+import {
+  QueryPool,
+  createQuerier,
+  querierPlugin,
+  loadConfig as loadQuerierConfig,
+  type QuerierConfig,
+  type WorkerSetup,
+} from "@sieve/querier";
 import {
   KafkaQueueConsumer,
   KafkaQueueWriter,
@@ -84,6 +92,46 @@ export function openStore(config: SieveConfig): ObjectStore {
   return openStorage(storeConfig(config));
 }
 
+/** The bloom gateway a querier without one in process uses: remote, or its own. */
+function chunkFilterOf(
+  config: SieveConfig,
+  sources: SectionSources,
+  store: ObjectStore,
+  logger: Logger,
+  registry: Registry,
+): BloomGateway | BloomGatewayClient {
+  const urls = config.cluster.bloomGatewayUrls;
+  // Without gateway addresses a lone querier prunes in process over the same store.
+  return urls.length > 0
+    ? new BloomGatewayClient({ urls, logger })
+    : new BloomGateway(loadGatewayConfig(sources), store, logger, registry);
+}
+
+/**
+ * What each query worker builds its querier from: the store; the gateways' addresses, or
+ * a gateway of its own over the store; the ingesters' addresses, or this process's
+ * ingester (over a port).
+ */
+function querierSetup(
+  config: SieveConfig,
+  querierConfig: QuerierConfig,
+  sources: SectionSources,
+  localIngester: boolean,
+  logger: Logger,
+): WorkerSetup {
+  const { ingesterUrls, bloomGatewayUrls } = config.cluster;
+  return {
+    config: querierConfig,
+    store: storeConfig(config),
+    chunkFilter:
+      bloomGatewayUrls.length > 0
+        ? { urls: bloomGatewayUrls }
+        : { local: loadGatewayConfig(sources) },
+    ingesters: localIngester ? "port" : ingesterUrls.length > 0 ? { urls: ingesterUrls } : "none",
+    logLevel: logger.level,
+  };
+}
+
 function kafkaOptions(config: SieveConfig) {
   const { brokers, topic } = config.queue.kafka;
   return { brokers, topic, partitions: config.queue.partitions };
@@ -113,7 +161,8 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
     ? (Fastify({ loggerInstance: logger }) as unknown as FastifyInstance)
     : app;
   const closers: (() => Promise<void>)[] = [];
-  const readiness: (() => boolean)[] = [];
+  /** Why the process is not ready, one check per component (undefined: ready). */
+  const readiness: (() => string | undefined)[] = [];
   const wants = (role: Exclude<Target, "all">): boolean => target === "all" || target === role;
 
   try {
@@ -167,7 +216,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       });
       await internal.register(ingester.plugin({ serveOps: false }));
       const running = ingester.ingester;
-      readiness.push(() => running.ready);
+      readiness.push(() => running.notReadyReason);
       // Runs before the queue closes (closers run in reverse): flush, commit, then close.
       closers.push(() => running.stop());
     }
@@ -190,42 +239,51 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
 
     if (wants("querier")) {
       const querierConfig = loadQuerierConfig(sources);
-      const { ingesterUrls, bloomGatewayUrls } = config.cluster;
-      // Without gateway addresses a lone querier prunes in process over the same store.
-      const chunkFilter =
-        gateway ??
-        (bloomGatewayUrls.length > 0
-          ? new BloomGatewayClient({ urls: bloomGatewayUrls })
-          : new BloomGateway(loadGatewayConfig(sources), store!, logger, registry));
-      const querier = createQuerier({
-        config: querierConfig,
-        store: store!,
-        chunkFilter,
+      const common = {
+        authEnabled: querierConfig.authEnabled,
         registry,
-        ...(ingester !== undefined
-          ? { ingesters: ingester.ingester }
-          : ingesterUrls.length > 0 && {
-              ingesters: new IngesterHttpClient({ urls: ingesterUrls }),
-            }),
-      });
-      await app.register(
-        querierPlugin({
-          querier,
-          authEnabled: querierConfig.authEnabled,
+        logger,
+        serveOps: false,
+      } as const;
+      if (querierConfig.workers > 0) {
+        // Queries run on worker threads (issue 10): each worker opens the store and, with
+        // no gateway addresses, prunes over it itself; an in-process ingester is reached
+        // over a port to this thread.
+        const pool = new QueryPool({
+          workers: querierConfig.workers,
+          heapMb: querierConfig.workerHeapMb,
+          setup: querierSetup(config, querierConfig, sources, ingester !== undefined, logger),
+          ...(ingester !== undefined && { ingesters: ingester.ingester }),
           registry,
           logger,
-          serveOps: false,
-        }),
-      );
+        });
+        closers.push(() => pool.close());
+        await pool.ready();
+        await app.register(querierPlugin({ pool, ...common }));
+      } else {
+        const querier = createQuerier({
+          config: querierConfig,
+          store: store!,
+          chunkFilter: gateway ?? chunkFilterOf(config, sources, store!, logger, registry),
+          registry,
+          logger,
+          ...(ingester !== undefined
+            ? { ingesters: ingester.ingester }
+            : config.cluster.ingesterUrls.length > 0 && {
+                ingesters: new IngesterHttpClient({ urls: config.cluster.ingesterUrls }),
+              }),
+        });
+        await app.register(querierPlugin({ querier, ...common }));
+      }
     }
 
     for (const server of separate ? [app, internal] : [app]) {
       server.get("/ready", async (_request, reply) => {
-        const ready = readiness.every((check) => check());
+        const why = readiness.map((check) => check()).filter((r) => r !== undefined);
         return reply
-          .code(ready ? 200 : 503)
+          .code(why.length === 0 ? 200 : 503)
           .type("text/plain")
-          .send(ready ? "ready\n" : "not ready\n");
+          .send(why.length === 0 ? "ready\n" : `not ready: ${why.join("; ")}\n`);
       });
       server.get("/metrics", async (_request, reply) => {
         return reply.type(registry.contentType).send(await registry.metrics());
