@@ -185,6 +185,37 @@ export type SampleExpr =
 /** Any LogQL query. */
 export type Expr = LogExpr | SampleExpr;
 
+/** A range aggregation: the only place a metric query reads lines. */
+export type RangeAggExpr = Extract<SampleExpr, { kind: "rangeAgg" }>;
+
+/**
+ * The range aggregations of a metric query, left to right: what its lookback, its log
+ * selectors and its shared terms are read from.
+ */
+export function rangeAggregations(e: SampleExpr): RangeAggExpr[] {
+  const out: RangeAggExpr[] = [];
+  const walk = (x: SampleExpr): void => {
+    switch (x.kind) {
+      case "rangeAgg":
+        out.push(x);
+        return;
+      case "vectorAgg":
+      case "labelReplace":
+        walk(x.inner);
+        return;
+      case "binary":
+        walk(x.left);
+        walk(x.right);
+        return;
+      case "literal":
+      case "vector":
+        return;
+    }
+  };
+  walk(e);
+  return out;
+}
+
 /** True for a log query (its result is streams of lines, not samples). */
 export function isLogExpr(e: Expr): e is LogExpr {
   return e.kind === "log";

@@ -14,6 +14,7 @@
  * evaluates true against any bloom holding that entry's tokens. The property test in
  * `bloom.test.ts` checks it on random queries and entries.
  */
+import { rangeAggregations } from "./ast.js";
 import type { Expr, LabelFilter, LogExpr, Stage } from "./ast.js";
 import { parsePattern } from "./pattern.js";
 import { regexLiterals } from "./simplify.js";
@@ -42,30 +43,7 @@ const LABEL_BARRIERS = new Set<Stage["kind"]>([
 
 /** The log queries inside any query (one for a log query, one per range aggregation). */
 export function logSelectors(e: Expr): LogExpr[] {
-  const out: LogExpr[] = [];
-  const walk = (x: Expr): void => {
-    switch (x.kind) {
-      case "log":
-        out.push(x);
-        return;
-      case "rangeAgg":
-        out.push(x.range.selector);
-        return;
-      case "vectorAgg":
-      case "labelReplace":
-        walk(x.inner);
-        return;
-      case "binary":
-        walk(x.left);
-        walk(x.right);
-        return;
-      case "literal":
-      case "vector":
-        return;
-    }
-  };
-  walk(e);
-  return out;
+  return e.kind === "log" ? [e] : rangeAggregations(e).map((a) => a.range.selector);
 }
 
 /**

@@ -7,7 +7,8 @@ import { parseSyntax, type ParseOptions } from "./parser.js";
 import { validateExpr } from "./validate.js";
 
 export type * from "./ast.js";
-export { isLogExpr, PARSER_STAGES } from "./ast.js";
+export { isLogExpr, rangeAggregations, PARSER_STAGES } from "./ast.js";
+export type { RangeAggExpr } from "./ast.js";
 export {
   LOGQL_ERRORS,
   LogqlError,

@@ -5,6 +5,7 @@
  * and vector(). Times are unix nanoseconds as `bigint`; results use Loki's JSON shapes with
  * unix seconds and values formatted as Go's `strconv.FormatFloat(v, 'f', -1, 64)`.
  */
+import { rangeAggregations } from "./ast.js";
 import type { Expr, Grouping, LogRange, SampleExpr, VectorMatching } from "./ast.js";
 import { ERROR_LABEL } from "./builder.js";
 import { EvalError, LimitError } from "./errors.js";
@@ -125,29 +126,12 @@ function newEv(
   o: EvalOptions,
 ): Ev {
   const shared = new Map<string, { uses: number; value?: Value }>();
-  const walk = (x: SampleExpr): void => {
-    switch (x.kind) {
-      case "rangeAgg": {
-        const key = printExpr(x);
-        const s = shared.get(key);
-        if (s === undefined) shared.set(key, { uses: 1 });
-        else s.uses++;
-        return;
-      }
-      case "vectorAgg":
-      case "labelReplace":
-        walk(x.inner);
-        return;
-      case "binary":
-        walk(x.left);
-        walk(x.right);
-        return;
-      case "literal":
-      case "vector":
-        return;
-    }
-  };
-  walk(e);
+  for (const x of rangeAggregations(e)) {
+    const key = printExpr(x);
+    const s = shared.get(key);
+    if (s === undefined) shared.set(key, { uses: 1 });
+    else s.uses++;
+  }
   for (const [key, s] of shared) if (s.uses === 1) shared.delete(key);
   const pipeline: PipelineOptions = {};
   if (o.maxLineBytes !== undefined) pipeline.maxLineBytes = o.maxLineBytes;

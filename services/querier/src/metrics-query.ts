@@ -11,6 +11,7 @@ import {
   logSelectors,
   matchesLabels,
   printExpr,
+  rangeAggregations,
   printSelector,
   type BloomTest,
   type Expr,
@@ -44,28 +45,11 @@ export interface MetricRangeQuery {
 function lookback(e: SampleExpr): { back: bigint; minOffset: bigint } {
   let back = 0n;
   let minOffset = 0n;
-  const walk = (x: SampleExpr): void => {
-    switch (x.kind) {
-      case "rangeAgg": {
-        const b = x.range.rangeNs + x.range.offsetNs;
-        if (b > back) back = b;
-        if (x.range.offsetNs < minOffset) minOffset = x.range.offsetNs;
-        return;
-      }
-      case "vectorAgg":
-      case "labelReplace":
-        walk(x.inner);
-        return;
-      case "binary":
-        walk(x.left);
-        walk(x.right);
-        return;
-      case "literal":
-      case "vector":
-        return;
-    }
-  };
-  walk(e);
+  for (const { range } of rangeAggregations(e)) {
+    const b = range.rangeNs + range.offsetNs;
+    if (b > back) back = b;
+    if (range.offsetNs < minOffset) minOffset = range.offsetNs;
+  }
   return { back, minOffset };
 }
 
