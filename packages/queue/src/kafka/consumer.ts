@@ -32,7 +32,7 @@ import type {
   PartitionListener,
   QueueConsumer,
 } from "../queue.js";
-import { retryRetriable } from "../retry.js";
+import { DeliveryReporter } from "../retry.js";
 import { kafkaClient, kafkaError } from "./options.js";
 import type { KafkaQueueOptions } from "./options.js";
 
@@ -77,8 +77,7 @@ export class KafkaQueueConsumer implements QueueConsumer {
   private readonly removeListeners: (() => void)[] = [];
   /** Owned partitions whose delivery stopped on a non-retriable error, until assigned again. */
   private readonly halted = new Set<number>();
-  /** Partitions whose last attempt failed, so the next success is told as `recovered`. */
-  private readonly failing = new Set<number>();
+  private readonly delivery = new DeliveryReporter(() => this.listener);
   private readonly abort = new AbortController();
 
   constructor(private readonly options: KafkaConsumerOptions) {
@@ -247,31 +246,22 @@ export class KafkaQueueConsumer implements QueueConsumer {
   }
 
   /** Runs `call`, retrying while retriable and `more()`, reporting every failure. */
-  private async attempt(
+  private attempt(
     partitions: readonly number[],
     stage: DeliveryStage,
     call: (attempt: number) => Promise<void>,
     more: () => boolean,
   ): Promise<void> {
-    await retryRetriable(call, {
+    return this.delivery.attempt(partitions, stage, call, {
       minBackoffMs: this.options.retryBackoffMs ?? 100,
       maxBackoffMs: this.options.maxRetryBackoffMs ?? 5000,
       signal: this.abort.signal,
       shouldRetry: () => this.isRunning() && more(),
-      onFailure: (error, attempt, retrying) => {
-        for (const partition of partitions) {
-          this.report({ partition, stage, error, attempt, retrying });
-        }
-      },
     });
-    for (const partition of partitions) {
-      if (this.failing.delete(partition)) this.listener?.recovered?.(partition);
-    }
   }
 
   private report(failure: DeliveryFailure): void {
-    this.failing.add(failure.partition);
-    this.listener?.failed?.(failure);
+    this.delivery.report(failure);
   }
 
   async commit(partition: number, nextOffset: number): Promise<void> {

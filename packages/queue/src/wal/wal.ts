@@ -7,7 +7,7 @@ import { mkdir, open, readFile, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { deferred } from "../deferred.js";
 import { QueueError } from "../errors.js";
-import { retryRetriable } from "../retry.js";
+import { DeliveryReporter } from "../retry.js";
 import type {
   ConsumedBatch,
   ConsumedRecord,
@@ -323,8 +323,10 @@ export class WalConsumer implements QueueConsumer {
   private abort = new AbortController();
   private loops: Promise<void>[] = [];
   private listener: PartitionListener | undefined;
-  /** Partitions whose last attempt failed, so the next success is told as `recovered`. */
-  private readonly failing = new Set<number>();
+  private readonly delivery = new DeliveryReporter(
+    () => this.listener,
+    (failure) => this.options.onError?.(failure.error, failure.partition),
+  );
 
   /** @internal Use {@link openWal}. */
   constructor(
@@ -392,31 +394,21 @@ export class WalConsumer implements QueueConsumer {
   }
 
   /** Runs `call` for `partitions`, retrying while retriable, reporting every failure. */
-  private async attempt(
+  private attempt(
     partitions: readonly number[],
     stage: DeliveryStage,
     call: () => Promise<void>,
   ): Promise<void> {
-    await retryRetriable(call, {
+    return this.delivery.attempt(partitions, stage, call, {
       minBackoffMs: this.options.retryBackoffMs,
       maxBackoffMs: MAX_RETRY_BACKOFF_MS,
       signal: this.abort.signal,
       shouldRetry: () => this.isRunning(),
-      onFailure: (error, attempt, retrying) => {
-        for (const partition of partitions) {
-          this.report({ partition, stage, error, attempt, retrying });
-        }
-      },
     });
-    for (const partition of partitions) {
-      if (this.failing.delete(partition)) this.listener?.recovered?.(partition);
-    }
   }
 
   private report(failure: DeliveryFailure): void {
-    this.failing.add(failure.partition);
-    this.options.onError?.(failure.error, failure.partition);
-    this.listener?.failed?.(failure);
+    this.delivery.report(failure);
   }
 
   /** Read through a method: `running` changes while a loop awaits. */
