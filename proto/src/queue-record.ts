@@ -9,7 +9,7 @@ import type { LabelPair } from "./push.js";
 export const QUEUE_RECORD_MAGIC = 0x53565152;
 /** The queue record version this code writes and reads. */
 export const QUEUE_RECORD_VERSION = 1;
-/** Bytes before the protobuf body: magic, version, flags, reserved, CRC-32C. */
+/** Bytes before the protobuf body: magic, version, flags, reserved, CRC-32 (zlib's). */
 export const QUEUE_RECORD_HEADER_BYTES = 12;
 
 /** One entry of a queued stream. */
