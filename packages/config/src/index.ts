@@ -18,3 +18,4 @@ export {
   tenantViews,
 } from "./schema.js";
 export type { Env, Schema, SchemaSpec, SectionSources } from "./schema.js";
+export { MAX_TENANT_ID_LENGTH, tenantIdError } from "./tenant.js";

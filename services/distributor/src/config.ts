@@ -1,9 +1,8 @@
 import { availableParallelism } from "node:os";
-import { checkRange, defineSchema, loadSection, tenantViews } from "@sieve/config";
+import { checkRange, defineSchema, loadSection, tenantIdError, tenantViews } from "@sieve/config";
 import type { Env } from "@sieve/config";
 import { DEFAULT_LIMITS } from "./limits.js";
 import type { TenantLimits } from "./limits.js";
-import { tenantIdError } from "./validation.js";
 
 /** The distributor's configuration. Sizes in bytes, durations in milliseconds. */
 export interface DistributorConfig {

@@ -210,25 +210,5 @@ export function validateEntry(
   return undefined;
 }
 
-/** dskit's longest tenant ID. */
-export const MAX_TENANT_ID_LENGTH = 150;
-
-/**
- * dskit's `tenant.ValidTenantID`: characters `a-z A-Z 0-9 ! - _ . * ' ( )`, at most 150,
- * and not `.` or `..`. Answers the error message, or undefined when valid. Run before a
- * tenant ID is used anywhere (metrics, limits, queue records, storage keys).
- */
-export function tenantIdError(id: string): string | undefined {
-  for (let i = 0; i < id.length; i++) {
-    if (!TENANT_CHAR.test(id[i]!)) {
-      return `tenant ID '${id}' contains unsupported character '${String.fromCodePoint(id.codePointAt(i)!)}'`;
-    }
-  }
-  if (id.length > MAX_TENANT_ID_LENGTH) {
-    return `tenant ID is too long: max ${MAX_TENANT_ID_LENGTH} characters`;
-  }
-  if (id === "." || id === "..") return "tenant ID is '.' or '..'";
-  if (id === "") return "no org id";
-  return undefined;
-}
-const TENANT_CHAR = /^[a-zA-Z0-9!\-_.*'()]$/;
+// The tenant ID rule is @sieve/config's, shared by every component.
+export { MAX_TENANT_ID_LENGTH, tenantIdError } from "@sieve/config";

@@ -4,6 +4,7 @@ import {
   defineSchema,
   forTenant,
   loadSection,
+  tenantIdError,
   tenantViews,
 } from "@sieve/config";
 import type { Env } from "@sieve/config";
@@ -126,8 +127,6 @@ const RANGES: Record<string, readonly [number, number]> = {
 };
 
 const INSTANCE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
-/** Loki's tenant ID rule (at most 150 bytes, no `/`, not `.` or `..`), kept to safe characters. */
-const TENANT_ID = /^[A-Za-z0-9!\-_.*'()]{1,150}$/;
 
 /** Numbers are checked against {@link RANGES} after every source, so none has a minimum when read. */
 const SCHEMA = defineSchema({
@@ -135,10 +134,7 @@ const SCHEMA = defineSchema({
   envPrefix: ENV_PREFIX,
   defaults: DEFAULT_CONFIG,
   group: "blooms",
-  tenantError: (tenant) =>
-    TENANT_ID.test(tenant) && tenant !== "." && tenant !== ".."
-      ? undefined
-      : "not a valid tenant ID",
+  tenantError: tenantIdError,
 });
 
 /**

@@ -1,5 +1,5 @@
 import { availableParallelism } from "node:os";
-import { checkRange, defineSchema, forTenant, loadSection } from "@sieve/config";
+import { checkRange, defineSchema, forTenant, loadSection, tenantIdError } from "@sieve/config";
 import type { Env } from "@sieve/config";
 
 /**
@@ -98,6 +98,7 @@ const SCHEMA = defineSchema({
   defaults: DEFAULT_CONFIG,
   group: "limits",
   min: 0,
+  tenantError: tenantIdError,
 });
 
 /**

@@ -1,4 +1,5 @@
 import Fastify from "fastify";
+import { tenantIdError } from "@sieve/config";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
@@ -35,20 +36,8 @@ export type QuerierHttpDeps = QueryRunner & {
 /** The tenant of single-tenant mode, as Loki's. */
 export const FAKE_TENANT = "fake";
 
-const MAX_TENANT_LENGTH = 150;
-const TENANT_CHARS = /^[a-zA-Z0-9!\-_.*'()]*$/;
-
-/** Loki's tenant ID rules (`dskit/tenant`); undefined when `id` is valid. */
-export function tenantIdError(id: string): string | undefined {
-  if (id.length > MAX_TENANT_LENGTH)
-    return `tenant ID is too long: max ${MAX_TENANT_LENGTH} characters`;
-  if (id === "." || id === "..") return "tenant ID is '.' or '..'";
-  if (!TENANT_CHARS.test(id)) {
-    const bad = Array.from(id).find((c) => !TENANT_CHARS.test(c))!;
-    return `tenant ID '${id}' contains unsupported character '${bad}'`;
-  }
-  return undefined;
-}
+// The tenant ID rule is @sieve/config's, shared by every component.
+export { tenantIdError } from "@sieve/config";
 
 /** Query string values and, for POST, form body values (Go's `r.Form`), URL-encoded. */
 function formOf(request: FastifyRequest): string {

@@ -1,0 +1,25 @@
+/** dskit's longest tenant ID. */
+export const MAX_TENANT_ID_LENGTH = 150;
+
+const TENANT_CHAR = /^[a-zA-Z0-9!\-_.*'()]$/;
+
+/**
+ * dskit's `tenant.ValidTenantID`, in its order (characters, then length, then `.` or `..`)
+ * and with its words: characters `a-z A-Z 0-9 ! - _ . * ' ( )`, at most 150, and not `.`
+ * or `..`. Answers the error message, or undefined when valid. The one rule every
+ * component applies before a tenant ID is used anywhere (metrics, limits, queue records,
+ * storage keys, configuration overrides).
+ */
+export function tenantIdError(id: string): string | undefined {
+  for (let i = 0; i < id.length; i++) {
+    if (!TENANT_CHAR.test(id[i]!)) {
+      return `tenant ID '${id}' contains unsupported character '${String.fromCodePoint(id.codePointAt(i)!)}'`;
+    }
+  }
+  if (id.length > MAX_TENANT_ID_LENGTH) {
+    return `tenant ID is too long: max ${MAX_TENANT_ID_LENGTH} characters`;
+  }
+  if (id === "." || id === "..") return "tenant ID is '.' or '..'";
+  if (id === "") return "no org id";
+  return undefined;
+}
