@@ -132,10 +132,12 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
     case "query_range": {
       const q = parseRangeQuery(form, now);
       const t0 = performance.now();
-      if (Querier.isLogQuery(q.query)) {
+      const expr = Querier.parse(q.query);
+      if (expr.kind === "log") {
         const { entries, stats } = await querier.selectLogs({
           tenant,
           query: q.query,
+          expr,
           start: q.start,
           end: q.end,
           limit: q.limit,
@@ -150,6 +152,7 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
       const { result, stats } = await querier.selectMatrix({
         tenant,
         query: q.query,
+        expr,
         start: q.start,
         end: q.end,
         step: q.step,
@@ -160,12 +163,14 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
     case "query": {
       const q = parseInstantQuery(form, now);
       const t0 = performance.now();
-      if (Querier.isLogQuery(q.query)) {
+      const expr = Querier.parse(q.query);
+      if (expr.kind === "log") {
         // Sieve's reading of an instant log query: the `limit` lines of the hour up to
         // `time` (inclusive), in `direction`.
         const { entries, stats } = await querier.selectLogs({
           tenant,
           query: q.query,
+          expr,
           start: q.time - DEFAULT_SINCE_NS,
           end: q.time + 1n,
           limit: q.limit,
@@ -175,7 +180,7 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
         const result = toStreams(entries, flags.length > 0);
         return { body: queryResponse("streams", result, stats.toJSON(secs), flags), stats };
       }
-      const { result, stats } = await querier.selectVector(tenant, q.query, q.time);
+      const { result, stats } = await querier.selectVector(tenant, expr, q.time);
       const secs = (performance.now() - t0) / 1000;
       return { body: queryResponse("vector", result, stats.toJSON(secs), flags), stats };
     }

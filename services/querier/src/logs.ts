@@ -9,6 +9,7 @@ import {
   extractBloomTests,
   printExpr,
   printSelector,
+  type Expr,
   type LogExpr,
 } from "@sieve/logql";
 import {
@@ -46,6 +47,8 @@ export interface LogResult {
 export interface LogQuery {
   readonly tenant: string;
   readonly query: string;
+  /** `query` parsed already (by the caller that had to read it); parsed here when absent. */
+  readonly expr?: Expr;
   readonly start: bigint;
   readonly end: bigint;
   readonly limit: number;

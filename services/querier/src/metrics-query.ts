@@ -36,6 +36,8 @@ import { plan } from "./plan.js";
 export interface MetricRangeQuery {
   readonly tenant: string;
   readonly query: string;
+  /** `query` parsed already (by the caller that had to read it); parsed here when absent. */
+  readonly expr?: Expr;
   readonly start: bigint;
   readonly end: bigint;
   readonly step: bigint;

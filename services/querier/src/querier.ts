@@ -102,14 +102,17 @@ export class Querier {
     if (max > 0 && end - start > BigInt(max) * 1_000_000n) throw queryTooLong(end - start, max);
   }
 
-  /** Whether `query` is a log query (answered as streams) rather than a metric query. */
-  static isLogQuery(query: string): boolean {
-    return parseQuery(query).kind === "log";
+  /**
+   * Parses and validates `query` (LogQL's refusals as 400s). A caller that must read the
+   * query (log or metric?) passes the result on as `expr`, so it is parsed once.
+   */
+  static parse(query: string): Expr {
+    return parseQuery(query);
   }
 
   /** A log query: the best `limit` entries in `direction` over [start, end). */
   async selectLogs(q: LogQuery): Promise<LogResult> {
-    const expr = parseQuery(q.query);
+    const expr = q.expr ?? parseQuery(q.query);
     if (expr.kind !== "log")
       throw new QueryError("bad_request", "a metric query has no log lines: use a log query");
     const limits = this.limits(q.tenant);
@@ -128,12 +131,12 @@ export class Querier {
 
   private async runMetric(
     tenant: string,
-    query: string,
+    query: string | Expr,
     start: bigint,
     end: bigint,
     evaluate: (expr: Expr, streams: StreamEntries[]) => Matrix | Vector,
   ): Promise<{ result: Matrix | Vector; stats: QueryStats }> {
-    const expr = parseQuery(query);
+    const expr = typeof query === "string" ? parseQuery(query) : query;
     if (expr.kind === "log")
       throw new QueryError("bad_request", "a log query has no samples: use a metric query");
     const limits = this.limits(tenant);
@@ -150,7 +153,7 @@ export class Querier {
 
   /** A metric query at every step of [start, end]: Loki's matrix. */
   selectMatrix(q: MetricRangeQuery): Promise<{ result: Matrix; stats: QueryStats }> {
-    return this.runMetric(q.tenant, q.query, q.start, q.end, (expr, streams) =>
+    return this.runMetric(q.tenant, q.expr ?? q.query, q.start, q.end, (expr, streams) =>
       evaluateRange(expr, streams, { startNs: q.start, endNs: q.end, stepNs: q.step }),
     ) as Promise<{ result: Matrix; stats: QueryStats }>;
   }
@@ -158,7 +161,7 @@ export class Querier {
   /** A metric query at one time: Loki's vector. */
   selectVector(
     tenant: string,
-    query: string,
+    query: string | Expr,
     time: bigint,
   ): Promise<{ result: Vector; stats: QueryStats }> {
     return this.runMetric(tenant, query, time, time, (expr, streams) =>
