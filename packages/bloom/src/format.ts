@@ -21,7 +21,7 @@
  * implies (before allocating anything), then the checksum, then builds the filter.
  * docs/formats.md describes the same layout for readers outside this code.
  */
-import CRC32C from "crc-32/crc32c.js";
+import { crc32c } from "@sieve/kit";
 import { BloomFilter } from "./classic.js";
 import { CountingBloomFilter } from "./counting.js";
 import { BloomError } from "./errors.js";
@@ -89,7 +89,7 @@ export function deserializeFilter(bytes: Uint8Array): AnyFilter {
     throw new BloomError("truncated", `${bytes.length} bytes, need ${layout.end + TRAILER}`);
   if (layout.end < end) throw new BloomError("corrupt", `${end - layout.end} trailing bytes`);
   const stored = view.getUint32(end, true);
-  const actual = CRC32C.buf(bytes.subarray(0, end)) >>> 0;
+  const actual = crc32c(bytes.subarray(0, end));
   if (stored !== actual) throw new BloomError("bad_checksum");
   try {
     return build(bytes, view, type, layout);
@@ -227,6 +227,6 @@ function envelope(type: number, parts: readonly Uint8Array[]): Uint8Array {
     out.set(part, offset);
     offset += part.length;
   }
-  view.setUint32(offset, CRC32C.buf(out.subarray(0, offset)) >>> 0, true);
+  view.setUint32(offset, crc32c(out.subarray(0, offset)), true);
   return out;
 }

@@ -1,3 +1,6 @@
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import xxhash from "xxhash-wasm";
 
 /** What the filters accept as a key: text (hashed as UTF-8) or raw bytes. */
@@ -15,7 +18,6 @@ interface WasmMemory {
   grow(pages: number): number;
 }
 interface WasmApi {
-  instantiate: (...args: unknown[]) => Promise<unknown>;
   Module: new (bytes: Uint8Array) => object;
   Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
   Memory: abstract new (...args: never[]) => WasmMemory;
@@ -26,27 +28,20 @@ const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
  * xxhash-wasm's public `h64(string)` encodes with TextEncoder, calls the wasm `xxh64`, then
  * masks the BigInt result: 8.5 M hashes/s for 32-char keys on the 2-core machine. Calling the
  * wasm export directly, after copying an ASCII key into wasm memory with a charCodeAt loop,
- * does 12.6–13 M/s: the difference is most of a filter add. The package does not export its
- * module, so we catch the bytes it hands to `WebAssembly.instantiate` while it initialises,
- * instantiate our own copy (its memory is then ours alone), and check it against the public
- * API on known inputs. If anything about that differs (a new package version), we fall back
- * to the public API: slower, never wrong.
+ * does 12.6–13 M/s: the difference is most of a filter add. The package's API does not hand
+ * out its module, but the package ships the module's bytes as a file (`workerd/xxhash.wasm`,
+ * for Cloudflare's runtime, which imports it as a module). We read that file beside the
+ * package's entry point, compile our own instance synchronously (its memory is then ours
+ * alone), and check it against the public API on known inputs. If anything about that
+ * differs (a new package layout or version), we fall back to the public API: slower, never
+ * wrong. (Until issue 12 the bytes were caught by patching the global
+ * `WebAssembly.instantiate` while the package initialised: a global no module should touch.)
  */
 async function loadXxhash(): Promise<{ api: Awaited<ReturnType<typeof xxhash>>; raw?: RawXxhash }> {
-  const instantiate = wasm.instantiate;
-  let source: unknown;
-  wasm.instantiate = function (this: unknown, ...args: unknown[]) {
-    source = args[0];
-    return Reflect.apply(instantiate, this, args);
-  };
-  let api;
+  const api = await xxhash();
   try {
-    api = await xxhash();
-  } finally {
-    wasm.instantiate = instantiate;
-  }
-  if (!(source instanceof Uint8Array)) return { api };
-  try {
+    const entry = createRequire(import.meta.url).resolve("xxhash-wasm");
+    const source = readFileSync(join(dirname(entry), "..", "workerd", "xxhash.wasm"));
     const { exports } = new wasm.Instance(new wasm.Module(source), {});
     const raw = exports as unknown as RawXxhash;
     if (!(raw.mem instanceof wasm.Memory) || typeof raw.xxh64 !== "function") return { api };

@@ -2,7 +2,7 @@ import { ByteWriter, isInt64 } from "./bytes.js";
 import { decodeBlockPayload } from "./block.js";
 import type { BlockMeta } from "./block.js";
 import { snappyCompress, snappyUncompress } from "./codec.js";
-import { crc32c } from "./crc.js";
+import { crc32c } from "@sieve/kit";
 import { sameEntry } from "./entry.js";
 import type { Entry } from "./entry.js";
 import { ChunkError } from "./errors.js";

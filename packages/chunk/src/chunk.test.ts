@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { ChunkBuilder, encodeChunk } from "./builder.js";
 import { ByteReader, ByteWriter } from "./bytes.js";
-import { crc32c } from "./crc.js";
+import { crc32c } from "@sieve/kit";
 import type { Entry, MetadataPair } from "./entry.js";
 import { ChunkError } from "./errors.js";
 import type { ChunkErrorCode } from "./errors.js";

@@ -2,7 +2,7 @@ import { ByteReader, isInt64 } from "./bytes.js";
 import { MIN_ENTRY_BYTES, decodeBlockPayload } from "./block.js";
 import type { BlockMeta } from "./block.js";
 import { snappyUncompress } from "./codec.js";
-import { crc32c } from "./crc.js";
+import { crc32c } from "@sieve/kit";
 import type { Entry } from "./entry.js";
 import { ChunkError } from "./errors.js";
 import {

@@ -4,13 +4,8 @@
  * library would add (schemas, varints) is what the formats avoid so that a reader can check
  * every length against the bytes left before it allocates anything.
  */
-import CRC32C from "crc-32/crc32c.js";
+import { crc32c } from "@sieve/kit";
 import { IndexError } from "./errors.js";
-
-/** CRC-32C (Castagnoli) of `bytes`, unsigned: the checksum of every Sieve format. */
-export function crc32c(bytes: Uint8Array): number {
-  return CRC32C.buf(bytes) >>> 0;
-}
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });

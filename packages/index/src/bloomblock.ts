@@ -21,7 +21,8 @@
  * stores each record's offset and length, so a gateway can skip the index altogether.
  */
 import { BloomError, deserializeFilter, serializeFilter, type AnyFilter } from "@sieve/bloom";
-import { crc32c, Reader, Writer } from "./binary.js";
+import { crc32c } from "@sieve/kit";
+import { Reader, Writer } from "./binary.js";
 import type { CoveredChunk } from "./builder.js";
 import { IndexError } from "./errors.js";
 

@@ -22,7 +22,8 @@
  * segmentKey), so a querier lists one day of a tenant by prefix.
  */
 import { chunkKey, type ChunkRef } from "@sieve/chunk";
-import { crc32c, Reader, Writer } from "./binary.js";
+import { crc32c } from "@sieve/kit";
+import { Reader, Writer } from "./binary.js";
 import type { MissingReason } from "./builder.js";
 import { IndexError } from "./errors.js";
 

@@ -7,6 +7,7 @@ import {
   paginateListObjectsV2,
 } from "@aws-sdk/client-s3";
 import type { S3ClientConfig } from "@aws-sdk/client-s3";
+import { deadlineSignal, settleBy } from "@sieve/kit";
 import { StorageError } from "./errors.js";
 import { compareUtf8, prefixCanMatch, validateKey, validatePrefix, validateRange } from "./keys.js";
 import type { CallOptions, ObjectInfo, ObjectStore } from "./store.js";
@@ -226,20 +227,16 @@ export class S3ObjectStore implements ObjectStore {
   ): Promise<T> {
     const timeoutMs =
       options?.timeoutMs ?? (kind === "read" ? this.readTimeoutMs : this.writeTimeoutMs);
-    const deadline = new AbortController();
-    const timer = setTimeout(() => {
-      deadline.abort(new Error(`no answer within ${timeoutMs} ms`));
-    }, timeoutMs);
     const caller = options?.signal;
-    const signal =
-      caller === undefined ? deadline.signal : AbortSignal.any([caller, deadline.signal]);
+    const signal = deadlineSignal(timeoutMs, caller);
     try {
       return await settleBy(fn(signal), signal);
     } catch (err) {
       if (caller?.aborted === true) {
         throw new StorageError("aborted", `${op} ${key}`, { cause: caller.reason });
       }
-      if (deadline.signal.aborted) {
+      // Not the caller's: the deadline's (the signal aborts for no other reason).
+      if (signal.aborted) {
         throw new StorageError(
           "backend",
           `${op} ${key}: ${this.label} gave no answer within ${timeoutMs} ms`,
@@ -247,27 +244,8 @@ export class S3ObjectStore implements ObjectStore {
         );
       }
       throw s3Error(err, op, key, this.label);
-    } finally {
-      clearTimeout(timer);
     }
   }
-}
-
-/** `p`, or a rejection with the signal's reason as soon as it aborts. */
-function settleBy<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    p.catch(() => undefined);
-    return Promise.reject(signal.reason as Error);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => {
-      reject(signal.reason as Error);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(resolve, reject).finally(() => {
-      signal.removeEventListener("abort", onAbort);
-    });
-  });
 }
 
 /**

@@ -1,11 +1,13 @@
 import { Readable } from "node:stream";
 import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback } from "fastify";
+import { TEXT_ERROR_TYPE, errorHandler, textErrorBody } from "@sieve/kit";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import type { QueueWriter } from "@sieve/queue";
 import type { DistributorConfig } from "./config.js";
 import { Distributor } from "./distributor.js";
+import { DistributorError } from "./errors.js";
 import type { Limits } from "./limits.js";
 import { DistributorMetrics } from "./metrics.js";
 import type { BodyEncoding } from "./prepare.js";
@@ -28,15 +30,6 @@ export interface DistributorHttpDeps {
 /** The tenant of single-tenant mode, as Loki's. */
 export const FAKE_TENANT = "fake";
 
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 /**
  * Reads a request body as received (compressed or not), failing with 413 once it passes
  * `maxBytes`, into a buffer of its own (so it can be transferred to a worker whole).
@@ -47,7 +40,9 @@ async function readBody(raw: Readable, maxBytes: number): Promise<Uint8Array> {
   let total = 0;
   for await (const chunk of raw as AsyncIterable<Buffer>) {
     total += chunk.length;
-    if (total > maxBytes) throw new HttpError(413, messages.bodyTooLarge(total, maxBytes));
+    if (total > maxBytes) {
+      throw new DistributorError("body_too_large", messages.bodyTooLarge(total, maxBytes));
+    }
     chunks.push(chunk);
   }
   const body = new Uint8Array(total);
@@ -105,55 +100,63 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
       done(null, payload);
     });
 
+    // Refusals thrown by the route: Loki's plain text, counted like every answer. Other
+    // errors keep fastify's own answer (a JSON 500), as before the shared mapper.
+    app.setErrorHandler(
+      errorHandler({
+        foreign: "default",
+        onError: (status, error, reply) => {
+          metrics.requestDuration.observe(
+            { status_code: String(status) },
+            reply.elapsedTime / 1000,
+          );
+          if (error instanceof DistributorError && error.bodyUnread) {
+            void reply.header("connection", "close");
+          }
+        },
+      }),
+    );
+
     // Request logs at info would be one line per push; the route logs refusals itself.
     app.post("/loki/api/v1/push", { logLevel: "warn" }, async (request, reply) => {
       const started = performance.now();
-      let closeConnection = false;
+      /** Answers the push's outcome: 204, or Loki's refusal text of its data. */
       const send = (status: number, body: string) => {
         metrics.requestDuration.observe(
           { status_code: String(status) },
           (performance.now() - started) / 1000,
         );
         if (status === 204) return reply.code(204).send();
-        // The body may be unread: close rather than leave the client streaming into a
-        // keep-alive connection nobody reads.
-        if (closeConnection) void reply.header("connection", "close");
-        return reply
-          .code(status)
-          .type("text/plain; charset=utf-8")
-          .send(body + "\n");
+        return reply.code(status).type(TEXT_ERROR_TYPE).send(textErrorBody(body));
       };
       let tenant = FAKE_TENANT;
       if (config.authEnabled) {
         const header = request.headers["x-scope-orgid"];
         const id = Array.isArray(header) ? header[0] : header;
-        if (id === undefined || id === "") return send(401, "no org id");
+        if (id === undefined || id === "") throw new DistributorError("no_org_id");
         const error = tenantIdError(id);
-        if (error !== undefined) return send(400, error);
+        if (error !== undefined) throw new DistributorError("invalid_tenant", error);
         tenant = id;
       }
       const declared = Number(request.headers["content-length"]);
       if (declared > config.maxBodyBytes) {
-        closeConnection = true;
-        return send(413, messages.bodyTooLarge(declared, config.maxBodyBytes));
+        throw new DistributorError(
+          "body_too_large",
+          messages.bodyTooLarge(declared, config.maxBodyBytes),
+        );
       }
       const encoding = bodyEncoding(request.headers["content-encoding"]);
       if (encoding === undefined) {
-        closeConnection = true;
         const enc = request.headers["content-encoding"]!.trim().toLowerCase();
-        return send(415, `Content-Encoding "${enc}" not supported`);
+        throw new DistributorError(
+          "unsupported_encoding",
+          `Content-Encoding "${enc}" not supported`,
+        );
       }
-      let body: Uint8Array;
-      try {
-        // Without a Content-Type fastify runs no parser and leaves no stream: an empty body.
-        const raw = request.body;
-        body =
-          raw instanceof Readable ? await readBody(raw, config.maxBodyBytes) : new Uint8Array(0);
-      } catch (error) {
-        if (!(error instanceof HttpError)) throw error;
-        closeConnection = true;
-        return send(error.status, error.message);
-      }
+      // Without a Content-Type fastify runs no parser and leaves no stream: an empty body.
+      const raw = request.body;
+      const body =
+        raw instanceof Readable ? await readBody(raw, config.maxBodyBytes) : new Uint8Array(0);
       const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
       const outcome = await preparer.prepare({
         tenant,

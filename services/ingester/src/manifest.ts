@@ -17,7 +17,7 @@
  * JSON rather than another binary layout: a manifest is small, read only at partition
  * assignment, and easier to inspect by hand when recovering from an incident.
  */
-import CRC32C from "crc-32/crc32c.js";
+import { crc32c } from "@sieve/kit";
 import { IngesterError } from "./errors.js";
 
 /** "SVFM" read as a little-endian u32. */
@@ -97,14 +97,10 @@ export function encodeManifest(m: FlushManifest): Uint8Array {
   out.set(body, HEADER_BYTES);
   view.setUint32(
     HEADER_BYTES + body.length,
-    crc(out.subarray(0, HEADER_BYTES + body.length)),
+    crc32c(out.subarray(0, HEADER_BYTES + body.length)),
     true,
   );
   return out;
-}
-
-function crc(bytes: Uint8Array): number {
-  return CRC32C.buf(bytes, 0) >>> 0;
 }
 
 function corrupt(detail: string): IngesterError {
@@ -127,7 +123,9 @@ export function decodeManifest(bytes: Uint8Array): FlushManifest {
   if (length > MAX_MANIFEST_BODY_BYTES || HEADER_BYTES + length + 4 !== bytes.length) {
     throw corrupt(`body of ${length} bytes in ${bytes.length}`);
   }
-  if (view.getUint32(HEADER_BYTES + length, true) !== crc(bytes.subarray(0, HEADER_BYTES + length)))
+  if (
+    view.getUint32(HEADER_BYTES + length, true) !== crc32c(bytes.subarray(0, HEADER_BYTES + length))
+  )
     throw corrupt("bad checksum");
   let doc: unknown;
   try {

@@ -1,41 +1,42 @@
+import { SieveError, defineErrors, statusesOf } from "@sieve/kit";
+
 /**
  * Every way the querier refuses a query, with its HTTP status (a new code cannot compile
  * without one) and Loki's wording where Loki has one (`pkg/util/validation/errors.go`,
- * `pkg/util/server/error.go`).
+ * `pkg/util/server/error.go`). A {@link QueryError} carries its own full message (Loki's
+ * words with the query's figures); the table's are the codes' one-line meanings.
  */
-export const QUERY_ERROR_STATUS = {
+const QUERY_ERRORS = defineErrors({
   /** A bad parameter or query (parse errors keep LogQL's own text). */
-  bad_request: 400,
-  query_too_long: 400,
-  max_entries_limit: 400,
-  max_chunks: 400,
-  max_metric_entries: 400,
+  bad_request: { status: 400, message: "bad request" },
+  query_too_long: { status: 400, message: "the query time range exceeds the limit" },
+  max_entries_limit: { status: 400, message: "max entries limit per query exceeded" },
+  max_chunks: { status: 400, message: "the query hit the max number of chunks limit" },
+  max_metric_entries: { status: 400, message: "the query would return too many entries" },
   /** The query would hold more than the tenant's `maxQueryMemoryBytes`. */
-  query_memory: 400,
+  query_memory: { status: 400, message: "the query would hold too much memory" },
   /** The query's worker thread ran out of heap (the pool's `heapMb`). */
-  worker_heap: 400,
+  worker_heap: { status: 400, message: "the query ran out of memory on its worker" },
   /** The query ran past the tenant's `queryTimeoutMs`. */
-  timeout: 504,
+  timeout: { status: 504, message: "request timed out" },
   /** The object store is down or did not answer by its deadline (Sieve's, not the user's). */
-  store_unavailable: 503,
+  store_unavailable: { status: 503, message: "object store unavailable" },
   /** Auth is on and X-Scope-OrgID is missing. */
-  no_org_id: 401,
-} as const;
+  no_org_id: { status: 401, message: "no org id" },
+});
+
+/** The HTTP status of each code of the querier's errors. */
+export const QUERY_ERROR_STATUS = statusesOf(QUERY_ERRORS);
 
 /** A code of {@link QUERY_ERROR_STATUS}. */
 export type QueryErrorCode = keyof typeof QUERY_ERROR_STATUS;
 
 /** A refused query: `message` is what the client reads. */
-export class QueryError extends Error {
+export class QueryError extends SieveError<QueryErrorCode> {
   override readonly name = "QueryError";
-  readonly status: number;
 
-  constructor(
-    readonly code: QueryErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.status = QUERY_ERROR_STATUS[code];
+  constructor(code: QueryErrorCode, message: string) {
+    super(code, QUERY_ERROR_STATUS[code], message);
   }
 }
 

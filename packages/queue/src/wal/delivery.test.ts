@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { QueueError } from "../errors.js";
 import type { ConsumedBatch, DeliveryFailure } from "../queue.js";
-import { isRetriable } from "../retry.js";
+import { isRetriable } from "@sieve/kit";
 import { waitFor } from "../testing.js";
 import { SEGMENT_HEADER_BYTES } from "./format.js";
 import { openWal } from "./wal.js";

@@ -11,7 +11,7 @@
  *              u32:crc32c(everything before)
  * All integers little-endian.
  */
-import CRC32C from "crc-32/crc32c.js";
+import { crc32c as unsignedCrc32c } from "@sieve/kit";
 
 /** Format version written and the only one read. */
 export const WAL_VERSION = 1;
@@ -33,9 +33,12 @@ const SEGMENT_MAGIC = 0x4c575653; // "SVWL" read as u32 LE
 const OFFSETS_MAGIC = 0x4f575653; // "SVWO" read as u32 LE
 const TWO_32 = 2 ** 32;
 
-/** CRC-32C (Castagnoli) of `bytes`, as a signed 32-bit integer (how crc-32 returns it). */
+/**
+ * CRC-32C (Castagnoli) of `bytes` as a signed 32-bit integer: the WAL reads and writes its
+ * checksums with `readInt32LE`/`writeInt32LE` (same bytes as unsigned; format unchanged).
+ */
 export function crc32c(bytes: Uint8Array): number {
-  return CRC32C.buf(bytes, 0);
+  return unsignedCrc32c(bytes) | 0;
 }
 
 function readU64(buf: Buffer, at: number): number | undefined {

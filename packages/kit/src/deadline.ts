@@ -1,0 +1,66 @@
+/**
+ * Deadlines that cancel. A timeout that only races (`Promise.race([work, timer])`) answers
+ * on time but leaves the work running: its socket open, its bytes still being read. Here a
+ * deadline is an `AbortSignal`, passed down to what does the work (S3's `client.send(cmd,
+ * { abortSignal })`, `fetch(url, { signal })`), which then stops.
+ */
+
+/**
+ * A signal that aborts at `timeoutMs` from now or when `caller` aborts, whichever comes
+ * first (`AbortSignal.timeout` and `AbortSignal.any`, Node ≥ 20.3). At the deadline its
+ * reason is a `TimeoutError` DOMException (see {@link isDeadlineReason}); on the caller's
+ * abort, the caller's reason. No `timeoutMs` (or `Infinity`): only the caller's signal.
+ * The timer does not keep the process alive.
+ */
+export function deadlineSignal(timeoutMs: number | undefined, caller?: AbortSignal): AbortSignal {
+  if (timeoutMs === undefined || timeoutMs === Number.POSITIVE_INFINITY) {
+    return caller ?? new AbortController().signal;
+  }
+  const timeout = AbortSignal.timeout(Math.max(0, Math.ceil(timeoutMs)));
+  return caller === undefined ? timeout : AbortSignal.any([caller, timeout]);
+}
+
+/** Whether an abort reason is a deadline's (`AbortSignal.timeout`'s `TimeoutError`). */
+export function isDeadlineReason(reason: unknown): boolean {
+  return reason instanceof Error && reason.name === "TimeoutError";
+}
+
+/**
+ * `work`, or a rejection with `signal`'s reason as soon as it aborts: for work that takes
+ * the signal but may not settle promptly on it (a body stream mid-read), so no caller waits
+ * past its deadline. Pass the signal to the work as well; this alone does not cancel it.
+ */
+export function settleBy<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    work.catch(() => undefined); // settled later, by nobody: not an unhandled rejection
+    return Promise.reject(abortReason(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => {
+      reject(abortReason(signal));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => {
+      signal.removeEventListener("abort", onAbort);
+    });
+  });
+}
+
+/**
+ * Runs `work` with a signal for "`timeoutMs` or the caller's `signal`" and settles by it
+ * (see {@link deadlineSignal} and {@link settleBy}): the one call for a bounded, cancelled
+ * operation. Rejects with the signal's reason at the deadline or on the caller's abort.
+ */
+export function withDeadline<T>(
+  work: (signal: AbortSignal) => Promise<T>,
+  options: { readonly timeoutMs?: number; readonly signal?: AbortSignal },
+): Promise<T> {
+  const signal = deadlineSignal(options.timeoutMs, options.signal);
+  if (signal.aborted) return Promise.reject(abortReason(signal));
+  return settleBy(work(signal), signal);
+}
+
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new Error(String(reason), { cause: reason });
+}
