@@ -1,3 +1,4 @@
+import type { BloomTest } from "@sieve/logql";
 import protobuf from "protobufjs";
 import { describe, expect, test } from "vitest";
 import { ProtoError } from "./errors.js";
@@ -9,7 +10,7 @@ import {
   encodeFilterRequest,
   encodeFilterResponse,
 } from "./gateway.js";
-import type { GatewayBloomTest, GatewayFilterRequest, GatewayFilterResponse } from "./gateway.js";
+import type { FilterRequest, FilterResponse } from "./gateway.js";
 
 const chunk = (from: bigint, prefixed: boolean) => ({
   from,
@@ -20,7 +21,7 @@ const chunk = (from: bigint, prefixed: boolean) => ({
   prefixed,
 });
 
-const request: GatewayFilterRequest = {
+const request: FilterRequest = {
   tenant: "team-a",
   from: -5n,
   through: 1_714_521_600_000_000_000n,
@@ -59,7 +60,7 @@ describe("gateway messages", () => {
   });
 
   test("a response round-trips, stats and reasons intact", () => {
-    const response: GatewayFilterResponse = {
+    const response: FilterResponse = {
       series: [{ fingerprint: 2n ** 64n - 1n, chunks: [chunk(3n, true)] }],
       stats: {
         series: 5,
@@ -91,9 +92,9 @@ describe("gateway messages", () => {
     });
   });
 
-  const deep = (n: number): GatewayBloomTest =>
+  const deep = (n: number): BloomTest =>
     n === 0 ? { kind: "key", name: "a" } : { kind: "and", children: [deep(n - 1)] };
-  const wide: GatewayBloomTest = {
+  const wide: BloomTest = {
     kind: "or",
     children: Array.from({ length: MAX_TEST_NODES }, (_, i) => ({ kind: "key", name: `k${i}` })),
   };

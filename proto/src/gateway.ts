@@ -1,16 +1,20 @@
 /*
- * The bloom gateway's request and response (gateway.proto, package sieve.gateway.v1), in
- * the shapes the gateway and querier use: bigints for 64-bit integers, the BloomTest tree
- * of @sieve/logql, the BloomLocation and SegmentChunk of @sieve/index (structurally: this
- * package depends on neither). Decoding checks the structure the wire grammar cannot
- * express (a test node's kind and its fields, the tree's depth and size, offsets that fit
- * a JavaScript number) and throws a ProtoError `malformed_protobuf` naming the field;
- * what the values mean (a known missing reason, a tenant) is the gateway's to judge.
+ * The bloom gateway's API (gateway.proto, package sieve.gateway.v1): the one definition of
+ * the contract between queriers and gateways ({@link ChunkFilter} and its request and
+ * response), used in process (`BloomGateway`), over a MessagePort and over HTTP (these
+ * codecs), with bigints for 64-bit integers, the BloomTest tree of @sieve/logql and the
+ * BloomLocation and SegmentChunk of @sieve/index (types only: no runtime dependency).
+ * Decoding checks the structure the wire grammar cannot express (a test node's kind and its
+ * fields, the tree's depth and size, offsets that fit a JavaScript number) and throws a
+ * ProtoError `malformed_protobuf` naming the field; what the values mean (a known missing
+ * reason, a tenant) is the gateway's to judge.
  */
+import type { BloomLocation, SegmentChunk } from "@sieve/index";
+import type { BloomTest } from "@sieve/logql";
 import protobuf from "protobufjs";
 import type { LongBits } from "./codec.js";
-import { ProtoError } from "./errors.js";
 import { gatewayDescriptor } from "./generated/gateway-descriptor.js";
+import { decodeWith, malformed, toBigInt, toLong } from "./long.js";
 
 // Reflection, as codec.ts explains for the push messages; a root of its own so the push
 // path's descriptor does not change with the gateway's.
@@ -24,70 +28,70 @@ export const MAX_TEST_DEPTH = 32;
 /** Most nodes a bloom test tree may have (a 200-literal regex is 201 nodes). */
 export const MAX_TEST_NODES = 10_000;
 
-/** A bloom test node, as @sieve/logql's BloomTest. */
-export type GatewayBloomTest =
-  | { kind: "all" }
-  | { kind: "key"; name: string }
-  | { kind: "kv"; name: string; value: string }
-  | { kind: "and"; children: GatewayBloomTest[] }
-  | { kind: "or"; children: GatewayBloomTest[] };
-
-/** Where a series' bloom is, as @sieve/index's BloomLocation (the reason unchecked). */
-export type GatewayBloomLocation =
-  | {
-      readonly kind: "block";
-      readonly key: string;
-      readonly offset: number;
-      readonly length: number;
-    }
-  | { readonly kind: "missing"; readonly reason: string };
-
-/** A chunk ref, as @sieve/index's SegmentChunk. */
-export interface GatewayChunkRef {
-  readonly from: bigint;
-  readonly through: bigint;
-  readonly checksum: number;
-  readonly bytes: number;
-  readonly entries: number;
-  readonly prefixed: boolean;
-}
-
-/** One series of a request. */
-export interface GatewaySeries {
+/**
+ * One series' chunk refs and the bloom that covers them. The chunks must be ones that bloom
+ * covers (an index segment's series entry): a chunk marked `prefixed` is tested with its
+ * prefixed tokens in this bloom.
+ */
+export interface FilterSeries {
   readonly fingerprint: bigint;
+  /** Canonical stream labels: a test leaf on a stream label holds without the bloom. */
   readonly labels: string;
-  readonly bloom: GatewayBloomLocation;
-  readonly chunks: readonly GatewayChunkRef[];
+  readonly bloom: BloomLocation;
+  readonly chunks: readonly SegmentChunk[];
 }
 
-/** sieve.gateway.v1.FilterRequest. */
-export interface GatewayFilterRequest {
+/** What a querier asks: a tenant's chunk refs by series and the query's bloom test. */
+export interface FilterRequest {
   readonly tenant: string;
+  /** Query range, Unix ns; informational (the gateway does not prune by time). */
   readonly from: bigint;
   readonly through: bigint;
-  readonly test: GatewayBloomTest;
-  readonly series: readonly GatewaySeries[];
+  readonly test: BloomTest;
+  readonly series: readonly FilterSeries[];
 }
 
-/** sieve.gateway.v1.FilterStats. */
-export interface GatewayFilterStats {
+/** What filtering did. `blocksRead + cacheHits` + series failed open before a read = series tested. */
+export interface FilterStats {
   series: number;
+  /** Series whose unprefixed test failed: all their chunks pruned. */
   seriesSkipped: number;
   chunks: number;
+  /** Chunks pruned, by their series' test or their own. */
   chunksPruned: number;
+  /**
+   * Bloom block objects read whole from the object store (one for every series of the
+   * block), plus series records read one by one for blocks past `maxBlockBytes`.
+   */
   blocksRead: number;
+  /** Series whose bloom came from memory or from another request's read. */
   cacheHits: number;
+  /** Fail-open reason → chunks kept untested because of it. */
   failedOpen: Record<string, number>;
 }
 
-/** sieve.gateway.v1.FilterResponse. */
-export interface GatewayFilterResponse {
-  readonly series: readonly {
-    readonly fingerprint: bigint;
-    readonly chunks: readonly GatewayChunkRef[];
-  }[];
-  readonly stats: GatewayFilterStats;
+/** The refs that may match (series with no kept chunk left out), in request order. */
+export interface FilterResponse {
+  series: { fingerprint: bigint; chunks: SegmentChunk[] }[];
+  stats: FilterStats;
 }
+
+/** Anything that prunes chunk refs: the in-process gateway or the client of remote ones. */
+export interface ChunkFilter {
+  filterChunkRefs(req: FilterRequest): Promise<FilterResponse>;
+}
+
+/**
+ * A FilterRequest as the wire carries it: a missing bloom's reason is any string until the
+ * gateway checks it against the reasons it knows (`parseFilterRequest`).
+ */
+export type DecodedFilterRequest = Omit<FilterRequest, "series"> & {
+  readonly series: readonly (Omit<FilterSeries, "bloom"> & {
+    readonly bloom:
+      | Extract<BloomLocation, { kind: "block" }>
+      | { readonly kind: "missing"; readonly reason: string };
+  })[];
+};
 
 // --- wire shapes, as protobufjs decodes them (absent fields read as their defaults) -----
 
@@ -121,37 +125,14 @@ interface WireRequest {
   test: WireTest | null;
   series: WireSeries[];
 }
-interface WireStats {
-  series: number;
-  seriesSkipped: number;
-  chunks: number;
-  chunksPruned: number;
-  blocksRead: number;
-  cacheHits: number;
-  failedOpen: Record<string, number>;
-}
 interface WireResponse {
   series: { fingerprint: LongBits | number; chunks: WireChunk[] }[];
-  stats: WireStats | null;
+  stats: FilterStats | null;
 }
 
 const KINDS = ["all", "key", "kv", "and", "or"] as const;
 
-function toBigInt(v: LongBits | number, signed: boolean): bigint {
-  const bits =
-    typeof v === "number" ? BigInt(v) : (BigInt(v.high >>> 0) << 32n) | BigInt(v.low >>> 0);
-  return signed ? BigInt.asIntN(64, bits) : BigInt.asUintN(64, bits);
-}
-
-function toLong(v: bigint): LongBits {
-  return { low: Number(BigInt.asUintN(32, v)) | 0, high: Number(BigInt.asUintN(32, v >> 32n)) | 0 };
-}
-
-function malformed(detail: string): ProtoError {
-  return new ProtoError("malformed_protobuf", detail);
-}
-
-function decodeTest(t: WireTest | null, depth: number, count: { nodes: number }): GatewayBloomTest {
+function decodeTest(t: WireTest | null, depth: number, count: { nodes: number }): BloomTest {
   if (t === null) return { kind: "all" };
   if (++count.nodes > MAX_TEST_NODES)
     throw malformed(`bloom test has over ${MAX_TEST_NODES} nodes`);
@@ -174,7 +155,7 @@ function decodeTest(t: WireTest | null, depth: number, count: { nodes: number })
   throw malformed(`bloom test kind ${t.kind}`);
 }
 
-function encodeTest(t: GatewayBloomTest): Partial<WireTest> {
+function encodeTest(t: BloomTest): Partial<WireTest> {
   switch (t.kind) {
     case "all":
       return { kind: 0 };
@@ -188,7 +169,7 @@ function encodeTest(t: GatewayBloomTest): Partial<WireTest> {
   }
 }
 
-function decodeChunk(c: WireChunk): GatewayChunkRef {
+function decodeChunk(c: WireChunk): SegmentChunk {
   const from = toBigInt(c.from, true);
   const through = toBigInt(c.through, true);
   return {
@@ -201,7 +182,7 @@ function decodeChunk(c: WireChunk): GatewayChunkRef {
   };
 }
 
-function encodeChunk(c: GatewayChunkRef): WireChunk {
+function encodeChunk(c: SegmentChunk): WireChunk {
   return {
     from: toLong(c.from),
     through: toLong(c.through),
@@ -212,7 +193,10 @@ function encodeChunk(c: GatewayChunkRef): WireChunk {
   };
 }
 
-function decodeLocation(b: WireSeries["bloom"], i: number): GatewayBloomLocation {
+/** The decoded location of series `i`; a missing bloom's reason is left for the gateway to check. */
+type DecodedLocation = DecodedFilterRequest["series"][number]["bloom"];
+
+function decodeLocation(b: WireSeries["bloom"], i: number): DecodedLocation {
   if (b?.block != null) {
     const offset = toBigInt(b.block.offset, false);
     if (offset > BigInt(Number.MAX_SAFE_INTEGER)) {
@@ -227,22 +211,11 @@ function decodeLocation(b: WireSeries["bloom"], i: number): GatewayBloomLocation
   return { kind: "missing", reason: b.missingReason };
 }
 
-function decodeWith(type: protobuf.Type, bytes: Uint8Array): unknown {
-  try {
-    // A plain Uint8Array view, never a Buffer: protobufjs' BufferReader clamps a string or
-    // bytes field that runs past the end instead of failing, so truncation would pass.
-    return type.decode(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-  } catch (error) {
-    // A tree nested past the stack's depth surfaces here as a RangeError: still bad input.
-    throw malformed((error as Error).message);
-  }
-}
-
-/** Decodes and checks a FilterRequest; throws a {@link ProtoError} `malformed_protobuf`. */
-export function decodeFilterRequest(bytes: Uint8Array): GatewayFilterRequest {
+/** Decodes and checks a FilterRequest; throws a ProtoError `malformed_protobuf`. */
+export function decodeFilterRequest(bytes: Uint8Array): DecodedFilterRequest {
   const w = decodeWith(FilterRequestType, bytes) as WireRequest;
   const test = decodeTest(w.test, 1, { nodes: 0 });
-  const series = w.series.map((s, i): GatewaySeries => ({
+  const series = w.series.map((s, i) => ({
     fingerprint: toBigInt(s.fingerprint, false),
     labels: s.labels,
     bloom: decodeLocation(s.bloom, i),
@@ -257,8 +230,8 @@ export function decodeFilterRequest(bytes: Uint8Array): GatewayFilterRequest {
   };
 }
 
-/** Encodes a FilterRequest: what a querier sends. */
-export function encodeFilterRequest(req: GatewayFilterRequest): Uint8Array {
+/** Encodes a FilterRequest (or a decoded one, as tests send back): what a querier sends. */
+export function encodeFilterRequest(req: DecodedFilterRequest): Uint8Array {
   return FilterRequestType.encode({
     tenant: req.tenant,
     from: toLong(req.from),
@@ -276,8 +249,8 @@ export function encodeFilterRequest(req: GatewayFilterRequest): Uint8Array {
   }).finish();
 }
 
-/** Decodes a FilterResponse; throws a {@link ProtoError} `malformed_protobuf`. */
-export function decodeFilterResponse(bytes: Uint8Array): GatewayFilterResponse {
+/** Decodes a FilterResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodeFilterResponse(bytes: Uint8Array): FilterResponse {
   const w = decodeWith(FilterResponseType, bytes) as WireResponse;
   const s = w.stats;
   return {
@@ -298,7 +271,7 @@ export function decodeFilterResponse(bytes: Uint8Array): GatewayFilterResponse {
 }
 
 /** Encodes a FilterResponse: what the gateway answers. */
-export function encodeFilterResponse(res: GatewayFilterResponse): Uint8Array {
+export function encodeFilterResponse(res: FilterResponse): Uint8Array {
   return FilterResponseType.encode({
     series: res.series.map((x) => ({
       fingerprint: toLong(x.fingerprint),

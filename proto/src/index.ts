@@ -1,7 +1,9 @@
 /**
  * Sieve's protobuf wire formats: Loki's push request (logproto, wire-compatible), the
- * versioned queue record written by distributors and read by ingesters, and a bounded
- * decoder for the raw snappy blocks Loki clients send.
+ * versioned queue record written by distributors and read by ingesters, a bounded decoder
+ * for the raw snappy blocks Loki clients send, and the internal APIs, each defined once
+ * here with the TypeScript types both of its sides import: the bloom gateway's
+ * (`ChunkFilter`) and the ingester's query API (`IngesterQuerier`).
  */
 export { decodePushRequest, encodePushRequest, timestampNs, countPushMessages } from "./push.js";
 export type { PushRequest, PushStream, PushEntry, PushTimestamp, LabelPair } from "./push.js";
@@ -25,11 +27,30 @@ export {
   MAX_TEST_NODES,
 } from "./gateway.js";
 export type {
-  GatewayFilterRequest,
-  GatewayFilterResponse,
-  GatewayFilterStats,
-  GatewaySeries,
-  GatewayChunkRef,
-  GatewayBloomLocation,
-  GatewayBloomTest,
+  ChunkFilter,
+  FilterRequest,
+  FilterResponse,
+  FilterSeries,
+  FilterStats,
+  DecodedFilterRequest,
 } from "./gateway.js";
+export {
+  encodeQueryRequest,
+  decodeQueryRequest,
+  encodeQueryResponse,
+  decodeQueryResponse,
+  encodeSeriesRequest,
+  decodeSeriesRequest,
+  encodeSeriesResponse,
+  decodeSeriesResponse,
+  MAX_SELECTOR_LENGTH,
+} from "./ingester.js";
+export type {
+  IngesterCallOptions,
+  IngesterEntry,
+  IngesterQuerier,
+  IngesterQueryRequest,
+  IngesterSeries,
+  IngesterSeriesRequest,
+  IngesterStream,
+} from "./ingester.js";

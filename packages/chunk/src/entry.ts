@@ -1,8 +1,10 @@
-/** One structured metadata pair of an entry, as Loki's push API carries them. */
-export interface MetadataPair {
-  readonly name: string;
-  readonly value: string;
-}
+import type { Label } from "@sieve/labels";
+
+/**
+ * One structured metadata pair of an entry, as Loki's push API carries them: the one
+ * `{name, value}` type of `@sieve/labels`, under the name the chunk format gives it.
+ */
+export type { Label as MetadataPair } from "@sieve/labels";
 
 /** One log entry of a stream. */
 export interface Entry {
@@ -11,7 +13,7 @@ export interface Entry {
   /** The log line. */
   readonly line: string;
   /** Structured metadata pairs, in the order they were pushed (may be empty). */
-  readonly structuredMetadata: readonly MetadataPair[];
+  readonly structuredMetadata: readonly Label[];
 }
 
 /** True when `a` and `b` are exact duplicates: same timestamp, line and metadata, in order. */

@@ -25,11 +25,8 @@ export interface ChunkIdentity {
   readonly checksum: number;
 }
 
-/** One structured metadata pair of an entry. */
-export interface MetadataPair {
-  readonly name: string;
-  readonly value: string;
-}
+/** One structured metadata pair of an entry: the one `{name, value}` type of `@sieve/labels`. */
+export type { Label as MetadataPair } from "@sieve/labels";
 
 /** Line n-grams: `length` code points, starting every `skip + 1` code points (Loki's n and skip). */
 export interface NgramOptions {

@@ -1,6 +1,10 @@
 import { LabelsError } from "./errors.js";
 
-/** One label: a name and its value. */
+/**
+ * One label: a name and its value. The one `{name, value}` type of Sieve: stream labels,
+ * structured metadata pairs (`@sieve/chunk`'s MetadataPair), bloom tokens' pairs
+ * (`@sieve/index`) and the label pairs of the internal wire contracts (`@sieve/proto`).
+ */
 export interface Label {
   readonly name: string;
   readonly value: string;

@@ -2,14 +2,14 @@ import { xxhash64 } from "@sieve/bloom";
 import type { Logger } from "pino";
 import type { SegmentChunk } from "@sieve/index";
 import { decodeFilterResponse, encodeFilterRequest } from "@sieve/proto";
-import { addStats, emptyStats, failOpen } from "./gateway.js";
 import type {
   ChunkFilter,
   FilterRequest,
   FilterResponse,
   FilterSeries,
   FilterStats,
-} from "./gateway.js";
+} from "@sieve/proto";
+import { addStats, emptyStats, failOpen } from "./gateway.js";
 import { FILTER_PATH, PROTOBUF_TYPE } from "./http.js";
 import { jumpHash } from "./jump.js";
 import type { FailOpenReason } from "./reasons.js";

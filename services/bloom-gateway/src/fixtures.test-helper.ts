@@ -6,7 +6,7 @@
 import { encodeBloomBlock, SeriesBloomBuilder } from "@sieve/index";
 import type { BloomBlockInput, BloomLocation, SegmentChunk } from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
-import type { FilterSeries } from "./gateway.js";
+import type { FilterSeries } from "@sieve/proto";
 
 /** One chunk: the structured metadata of each of its entries. */
 export type ChunkSpec = readonly Readonly<Record<string, string>>[];

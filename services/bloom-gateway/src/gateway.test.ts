@@ -14,7 +14,7 @@ import type { BloomGatewayConfig } from "./config.js";
 import { keptChunks, matchingChunks, writeBlock } from "./fixtures.test-helper.js";
 import type { SeriesSpec, WrittenSeries } from "./fixtures.test-helper.js";
 import { BloomGateway } from "./gateway.js";
-import type { FilterRequest, FilterSeries } from "./gateway.js";
+import type { FilterRequest, FilterSeries } from "@sieve/proto";
 
 const logger = pino({ level: "silent" });
 let dir: string;

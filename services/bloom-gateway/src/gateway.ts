@@ -1,9 +1,16 @@
 import type { AnyFilter } from "@sieve/bloom";
 import { CHUNK_PREFIX_BYTES, writeChunkPrefix } from "@sieve/index";
-import type { BloomBlockStore, BloomLocation, SegmentChunk } from "@sieve/index";
+import type { BloomBlockStore, SegmentChunk } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
 import { bloomTestTokens, evaluateBloomTest } from "@sieve/logql";
 import type { BloomTest } from "@sieve/logql";
+import type {
+  ChunkFilter,
+  FilterRequest,
+  FilterResponse,
+  FilterSeries,
+  FilterStats,
+} from "@sieve/proto";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { BloomCache, BloomReadError } from "./cache.js";
@@ -12,59 +19,6 @@ import type { BloomGatewayConfig } from "./config.js";
 import { GatewayError } from "./errors.js";
 import { BloomGatewayMetrics } from "./metrics.js";
 import type { FailOpenReason } from "./reasons.js";
-
-/**
- * One series' chunk refs and the bloom that covers them. The chunks must be ones that bloom
- * covers (an index segment's series entry): a chunk marked `prefixed` is tested with its
- * prefixed tokens in this bloom.
- */
-export interface FilterSeries {
-  readonly fingerprint: bigint;
-  /** Canonical stream labels: a test leaf on a stream label holds without the bloom. */
-  readonly labels: string;
-  readonly bloom: BloomLocation;
-  readonly chunks: readonly SegmentChunk[];
-}
-
-/** What a querier asks: a tenant's chunk refs by series and the query's bloom test. */
-export interface FilterRequest {
-  readonly tenant: string;
-  /** Query range, Unix ns; informational (the gateway does not prune by time). */
-  readonly from: bigint;
-  readonly through: bigint;
-  readonly test: BloomTest;
-  readonly series: readonly FilterSeries[];
-}
-
-/** What filtering did. `blocksRead + cacheHits` + series failed open before a read = series tested. */
-export interface FilterStats {
-  series: number;
-  /** Series whose unprefixed test failed: all their chunks pruned. */
-  seriesSkipped: number;
-  chunks: number;
-  /** Chunks pruned, by their series' test or their own. */
-  chunksPruned: number;
-  /**
-   * Bloom block objects read whole from the object store (one for every series of the
-   * block), plus series records read one by one for blocks past `maxBlockBytes`.
-   */
-  blocksRead: number;
-  /** Series whose bloom came from memory or from another request's read. */
-  cacheHits: number;
-  /** Fail-open reason → chunks kept untested because of it. */
-  failedOpen: Record<string, number>;
-}
-
-/** The refs that may match (series with no kept chunk left out), in request order. */
-export interface FilterResponse {
-  series: { fingerprint: bigint; chunks: SegmentChunk[] }[];
-  stats: FilterStats;
-}
-
-/** Anything that prunes chunk refs: the in-process gateway or the client of remote ones. */
-export interface ChunkFilter {
-  filterChunkRefs(req: FilterRequest): Promise<FilterResponse>;
-}
 
 /** Stats of nothing filtered yet. */
 export function emptyStats(): FilterStats {

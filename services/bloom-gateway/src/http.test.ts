@@ -17,7 +17,7 @@ import type { BloomGatewayConfig } from "./config.js";
 import { keptChunks, writeBlock } from "./fixtures.test-helper.js";
 import type { SeriesSpec, WrittenSeries } from "./fixtures.test-helper.js";
 import { BloomGateway } from "./gateway.js";
-import type { FilterRequest, FilterSeries } from "./gateway.js";
+import type { FilterRequest, FilterSeries } from "@sieve/proto";
 import { createBloomGatewayServer, FILTER_PATH, PROTOBUF_TYPE } from "./http.js";
 
 const logger = pino({ level: "silent" });

@@ -3,13 +3,12 @@ import type { FastifyError, FastifyInstance, FastifyPluginCallback } from "fasti
 import { MISSING_REASONS } from "@sieve/index";
 import type { BloomBlockStore, BloomLocation, MissingReason } from "@sieve/index";
 import { ProtoError, decodeFilterRequest, encodeFilterResponse } from "@sieve/proto";
-import type { GatewayBloomLocation } from "@sieve/proto";
+import type { DecodedFilterRequest, FilterRequest } from "@sieve/proto";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import type { BloomGatewayConfig } from "./config.js";
 import { GatewayError } from "./errors.js";
 import { BloomGateway } from "./gateway.js";
-import type { FilterRequest } from "./gateway.js";
 
 /** The filter route. */
 export const FILTER_PATH = "/bloomgateway/v1/filter";
@@ -34,7 +33,7 @@ function isMissingReason(reason: string): reason is MissingReason {
   return Object.hasOwn(MISSING_REASONS, reason);
 }
 
-function location(l: GatewayBloomLocation, i: number): BloomLocation {
+function location(l: DecodedFilterRequest["series"][number]["bloom"], i: number): BloomLocation {
   if (l.kind === "block") return l;
   if (!isMissingReason(l.reason)) {
     throw new GatewayError(

@@ -5,13 +5,14 @@
  * jump hash (`BloomGatewayClient`). Fails open: a ref it cannot test is kept.
  */
 export { BloomGateway, emptyStats, addStats, failOpen } from "./gateway.js";
+// The contract's types are defined once, in @sieve/proto; re-exported for the gateway's users.
 export type {
   ChunkFilter,
   FilterRequest,
   FilterResponse,
   FilterSeries,
   FilterStats,
-} from "./gateway.js";
+} from "@sieve/proto";
 export { BloomGatewayClient, DEFAULT_CLIENT_TIMEOUT_MS } from "./client.js";
 export type { BloomGatewayClientOptions } from "./client.js";
 export {

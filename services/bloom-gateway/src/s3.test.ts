@@ -22,7 +22,7 @@ import { BloomGatewayClient } from "./client.js";
 import { DEFAULT_CONFIG } from "./config.js";
 import { keptChunks, writeBlock } from "./fixtures.test-helper.js";
 import type { WrittenSeries } from "./fixtures.test-helper.js";
-import type { FilterRequest } from "./gateway.js";
+import type { FilterRequest } from "@sieve/proto";
 import { createBloomGatewayServer } from "./http.js";
 
 function endpoint(): string {

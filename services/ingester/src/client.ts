@@ -1,14 +1,21 @@
-import { IngesterError } from "./errors.js";
-import { TIMEOUT_HEADER } from "./http.js";
+import {
+  ProtoError,
+  decodeQueryResponse,
+  decodeSeriesResponse,
+  encodeQueryRequest,
+  encodeSeriesRequest,
+} from "@sieve/proto";
 import type {
   IngesterCallOptions,
   IngesterQuerier,
   IngesterQueryRequest,
+  IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
-} from "./query.js";
+} from "@sieve/proto";
+import { IngesterError } from "./errors.js";
+import { PROTOBUF_TYPE, TIMEOUT_HEADER } from "./http.js";
 import { abortError } from "./query.js";
-import { parseSeries, parseStreams, queryRequestJson, seriesRequestJson } from "./wire.js";
 
 /** Options of {@link IngesterHttpClient}. */
 export interface IngesterHttpClientOptions {
@@ -19,8 +26,8 @@ export interface IngesterHttpClientOptions {
 }
 
 /**
- * The querier's view of the ingesters over HTTP: asks every ingester (each owns different
- * partitions) and concatenates their answers. Any failure fails the call (`upstream`):
+ * The querier's view of the ingesters over HTTP (protobuf, ingester.proto): asks every
+ * ingester (each owns different partitions) and concatenates their answers. Any failure fails the call (`upstream`):
  * an ingester's unflushed data cannot be read anywhere else.
  */
 export class IngesterHttpClient implements IngesterQuerier {
@@ -33,38 +40,41 @@ export class IngesterHttpClient implements IngesterQuerier {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  private async post(
+  private async post<T>(
     url: string,
     path: string,
     tenant: string,
-    body: string,
+    body: Uint8Array,
+    decode: (bytes: Uint8Array) => T,
     options: IngesterCallOptions,
-  ): Promise<unknown> {
+  ): Promise<T> {
     // The ingester stops at the caller's deadline; waiting a little longer lets its 504 arrive.
     const timeoutMs = Math.max(1, Math.min(this.timeoutMs, options.timeoutMs ?? this.timeoutMs));
     const deadline = AbortSignal.timeout(timeoutMs + 1000);
     const signal =
       options.signal === undefined ? deadline : AbortSignal.any([options.signal, deadline]);
     let response: Response;
-    let text: string;
+    let bytes: Uint8Array;
     try {
       response = await fetch(`${url}${path}`, {
         method: "POST",
         headers: {
-          "content-type": "application/json",
+          "content-type": PROTOBUF_TYPE,
           "x-scope-orgid": tenant,
           [TIMEOUT_HEADER]: String(timeoutMs),
         },
         body,
         signal,
       });
-      text = await response.text();
+      bytes = new Uint8Array(await response.arrayBuffer());
     } catch (error) {
       if (options.signal?.aborted === true) throw abortError(options.signal);
       if (deadline.aborted) throw new IngesterError("timeout", url, { cause: error });
       throw new IngesterError("upstream", `${url}: ${(error as Error).message}`, { cause: error });
     }
     if (!response.ok) {
+      // Errors come back as JSON: {"code", "message"}.
+      const text = new TextDecoder().decode(bytes);
       let code: string | undefined;
       try {
         code = (JSON.parse(text) as { code?: string }).code;
@@ -73,6 +83,7 @@ export class IngesterHttpClient implements IngesterQuerier {
       }
       if (
         code === "too_many_entries" ||
+        code === "invalid_request" ||
         code === "too_many_series" ||
         code === "invalid_selector" ||
         code === "timeout" ||
@@ -83,9 +94,10 @@ export class IngesterHttpClient implements IngesterQuerier {
       throw new IngesterError("upstream", `${url}: ${response.status} ${text.slice(0, 512)}`);
     }
     try {
-      return JSON.parse(text) as unknown;
+      return decode(bytes);
     } catch (error) {
-      throw new IngesterError("upstream", `${url}: invalid JSON`, { cause: error });
+      if (!(error instanceof ProtoError)) throw error;
+      throw new IngesterError("upstream", `${url}: ${error.message}`, { cause: error });
     }
   }
 
@@ -93,10 +105,10 @@ export class IngesterHttpClient implements IngesterQuerier {
     req: IngesterQueryRequest,
     options: IngesterCallOptions = {},
   ): Promise<IngesterStream[]> {
-    const body = queryRequestJson(req);
+    const body = encodeQueryRequest(req);
     const answers = await Promise.all(
-      this.urls.map(async (url) =>
-        parseStreams(await this.post(url, "/ingester/v1/query", req.tenant, body, options)),
+      this.urls.map((url) =>
+        this.post(url, "/ingester/v1/query", req.tenant, body, decodeQueryResponse, options),
       ),
     );
     return answers.flat();
@@ -105,11 +117,11 @@ export class IngesterHttpClient implements IngesterQuerier {
   async series(
     req: IngesterSeriesRequest,
     options: IngesterCallOptions = {},
-  ): Promise<{ labels: string; fingerprint: bigint }[]> {
-    const body = seriesRequestJson(req);
+  ): Promise<IngesterSeries[]> {
+    const body = encodeSeriesRequest(req);
     const answers = await Promise.all(
-      this.urls.map(async (url) =>
-        parseSeries(await this.post(url, "/ingester/v1/series", req.tenant, body, options)),
+      this.urls.map((url) =>
+        this.post(url, "/ingester/v1/series", req.tenant, body, decodeSeriesResponse, options),
       ),
     );
     return answers.flat();

@@ -2,13 +2,19 @@ import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
+import {
+  ProtoError,
+  decodeQueryRequest,
+  decodeSeriesRequest,
+  encodeQueryResponse,
+  encodeSeriesResponse,
+} from "@sieve/proto";
 import type { QueueConsumer } from "@sieve/queue";
 import type { IngesterConfig } from "./config.js";
 import { IngesterError } from "./errors.js";
 import type { FlushStore } from "./flush.js";
 import { Ingester } from "./ingester.js";
 import { IngesterMetrics } from "./metrics.js";
-import { parseQueryRequest, parseSeriesRequest, seriesJson, streamsJson } from "./wire.js";
 
 /** What {@link createIngester} needs: Loki's `New(cfg, store, logger, registry)` plus the queue. */
 export interface IngesterServiceDeps {
@@ -42,6 +48,9 @@ export interface IngesterPluginOptions {
  * the query at that time (504 `timeout`).
  */
 export const TIMEOUT_HEADER = "x-sieve-timeout-ms";
+
+/** The media type of the internal query API's requests and answers (ingester.proto). */
+export const PROTOBUF_TYPE = "application/x-protobuf";
 
 /** The longest deadline a caller may ask for; also the default. */
 const MAX_QUERY_TIMEOUT_MS = 300_000;
@@ -78,6 +87,21 @@ function querySignal(request: FastifyRequest, reply: FastifyReply): AbortSignal 
     if (!reply.raw.writableFinished) gone.abort(new Error("client closed the request"));
   });
   return AbortSignal.any([AbortSignal.timeout(timeoutMs), gone.signal]);
+}
+
+/** Decodes a request body with `decode`: bytes that are not the message are a 400. */
+function decodeBody<T>(body: unknown, decode: (bytes: Uint8Array) => T): T {
+  if (!Buffer.isBuffer(body)) {
+    throw new IngesterError("invalid_request", `the body must be ${PROTOBUF_TYPE}`);
+  }
+  try {
+    return decode(body);
+  } catch (error) {
+    if (error instanceof ProtoError) {
+      throw new IngesterError("invalid_request", error.message, { cause: error });
+    }
+    throw error;
+  }
 }
 
 function sendError(reply: FastifyReply, error: unknown): FastifyReply {
@@ -137,29 +161,37 @@ export function createIngester(deps: IngesterServiceDeps): IngesterService {
     app: FastifyInstance,
     checkTenant: (request: FastifyRequest, tenant: string) => void,
   ): void => {
+    // The query API speaks protobuf (ingester.proto); the body arrives as bytes.
+    app.addContentTypeParser(PROTOBUF_TYPE, { parseAs: "buffer" }, (_request, body, parsed) => {
+      parsed(null, body);
+    });
     app.post("/ingester/v1/query", { logLevel: "warn" }, async (request, reply) => {
-      let body: string;
+      let body: Uint8Array;
       try {
-        const req = parseQueryRequest(request.body);
+        const req = decodeBody(request.body, decodeQueryRequest);
         checkTenant(request, req.tenant);
         if (!ingester.serving) throw new IngesterError("not_ready");
-        body = streamsJson(await ingester.query(req, { signal: querySignal(request, reply) }));
+        body = encodeQueryResponse(
+          await ingester.query(req, { signal: querySignal(request, reply) }),
+        );
       } catch (error) {
         return sendError(reply, error);
       }
-      return reply.type("application/json").send(body);
+      return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
     });
     app.post("/ingester/v1/series", { logLevel: "warn" }, async (request, reply) => {
-      let body: string;
+      let body: Uint8Array;
       try {
-        const req = parseSeriesRequest(request.body);
+        const req = decodeBody(request.body, decodeSeriesRequest);
         checkTenant(request, req.tenant);
         if (!ingester.serving) throw new IngesterError("not_ready");
-        body = seriesJson(await ingester.series(req, { signal: querySignal(request, reply) }));
+        body = encodeSeriesResponse(
+          await ingester.series(req, { signal: querySignal(request, reply) }),
+        );
       } catch (error) {
         return sendError(reply, error);
       }
-      return reply.type("application/json").send(body);
+      return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
     });
     // Loki's flush endpoint: every head now; answered once durable and committed.
     app.post("/flush", async (_request, reply) => {

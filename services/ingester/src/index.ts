@@ -53,5 +53,6 @@ export {
   decodeManifest,
 } from "./manifest.js";
 export type { FlushManifest, ManifestStream } from "./manifest.js";
-export { bloomBlockKey, recoverPartition } from "./flush.js";
+export { bloomBlockKey } from "./flush.js";
+export { recoverPartition } from "./recovery.js";
 export type { FlushStore } from "./flush.js";

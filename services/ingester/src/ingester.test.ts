@@ -10,6 +10,7 @@ import { Registry } from "prom-client";
 import fc from "fast-check";
 import { chunkMayContainToken, lineNgrams, readIndex, readSeriesBloom } from "@sieve/index";
 import { decodeChunk } from "@sieve/chunk";
+import { encodeQueryRequest, encodeSeriesRequest } from "@sieve/proto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { IngesterConfig } from "./config.js";
 import { IngesterHttpClient } from "./client.js";
@@ -255,8 +256,7 @@ describe("ingester on a write-ahead log and a file-system store", () => {
       // it is not among the first 5 (Loki's ingesters also run the query's pipeline).
       const needle = await client.query({
         tenant: "team-a",
-        selector: `{app="api"}`,
-        query: `{app="api"} |= "h line 9 " | pod="h-pod"`,
+        selector: `{app="api"} |= "h line 9 " | pod="h-pod"`,
         start: T0,
         end: T0 + 1_000_000_000n,
         direction: "forward",
@@ -266,32 +266,32 @@ describe("ingester on a write-ahead log and a file-system store", () => {
       const series = await client.series({ tenant: "team-b", start: T0, end: T0 + 1_000_000_000n });
       expect(series.map((s) => s.labels)).toEqual([`{app="api"}`, `{app="api"}`]);
 
-      const post = (path: string, tenant: string, body: object) =>
+      const post = (path: string, tenant: string, body: Uint8Array) =>
         fetch(`${url}${path}`, {
           method: "POST",
-          headers: { "content-type": "application/json", "x-scope-orgid": tenant },
-          body: JSON.stringify(body),
+          headers: { "content-type": "application/x-protobuf", "x-scope-orgid": tenant },
+          body,
         });
-      const query = { start: "0", end: "1", direction: "forward", limit: 0 };
-      const mismatch = await post("/ingester/v1/query", "team-b", {
-        tenant: "team-a",
-        selector: `{app="api"}`,
-        ...query,
-      });
+      const query = { start: 0n, end: 1n, direction: "forward", limit: 0 } as const;
+      const mismatch = await post(
+        "/ingester/v1/query",
+        "team-b",
+        encodeQueryRequest({ tenant: "team-a", selector: `{app="api"}`, ...query }),
+      );
       expect(mismatch.status).toBe(400);
       expect(((await mismatch.json()) as { code: string }).code).toBe("tenant_mismatch");
-      const bad = await post("/ingester/v1/query", "team-a", {
-        tenant: "team-a",
-        selector: `{app=`,
-        ...query,
-      });
+      const bad = await post(
+        "/ingester/v1/query",
+        "team-a",
+        encodeQueryRequest({ tenant: "team-a", selector: `{app=`, ...query }),
+      );
       expect(bad.status).toBe(400);
       expect(((await bad.json()) as { code: string }).code).toBe("invalid_selector");
-      const badNumber = await post("/ingester/v1/series", "team-a", {
-        tenant: "team-a",
-        start: 0,
-        end: "1",
-      });
+      const badNumber = await post(
+        "/ingester/v1/series",
+        "team-a",
+        encodeSeriesRequest({ tenant: "team-a", start: 1n, end: 0n }),
+      );
       expect(badNumber.status).toBe(400);
 
       expect((await fetch(`${url}/ready`)).status).toBe(200);

@@ -1,75 +1,36 @@
 /**
- * Queries over the ingester's unflushed data: the contract with the querier (requests and
- * answers, in process or over HTTP) and the pure functions that answer a request from a
+ * Queries over the ingester's unflushed data: the pure functions that answer the querier's
+ * requests (the contract, `IngesterQuerier`, is defined once in `@sieve/proto`) from a
  * tenant's streams in memory (heads, chunks waiting for a flush, chunks being flushed).
+ * A query is parsed once here and its whole pipeline runs here, once per line: the answer
+ * holds each kept entry processed (line and labels after the pipeline), as Loki's
+ * ingesters answer, so the querier does not run the pipeline over it again.
  */
 import { ChunkReader } from "@sieve/chunk";
 import type { Entry } from "@sieve/chunk";
 import { LogqlError, compilePipeline, matchesLabels, parseExpr } from "@sieve/logql";
-import type { Matcher } from "@sieve/logql";
+import type { LogExpr, Pipeline } from "@sieve/logql";
+import type {
+  IngesterCallOptions,
+  IngesterEntry,
+  IngesterQueryRequest,
+  IngesterSeries,
+  IngesterSeriesRequest,
+  IngesterStream,
+} from "@sieve/proto";
 import { IngesterError } from "./errors.js";
 import type { CutChunk } from "./flush.js";
 import { selectEntries } from "./head.js";
 import type { EntryRange, Head } from "./head.js";
 
-/** A query of the ingester's unflushed data (the contract with the querier). */
-export interface IngesterQueryRequest {
-  readonly tenant: string;
-  /** A LogQL stream selector, e.g. `{app="api", env=~"p.*"}`. */
-  readonly selector: string;
-  /** [start, end), Unix ns. */
-  readonly start: bigint;
-  readonly end: bigint;
-  readonly direction: "forward" | "backward";
-  /** Most entries per stream in `direction`; 0 = no limit (bounded by maxEntriesPerQuery). */
-  readonly limit: number;
-  /**
-   * The whole log query (`{…} | pipeline`). When present the ingester keeps only the
-   * entries its pipeline keeps before applying `limit`, as Loki's ingesters do; otherwise a
-   * needle beyond the first `limit` raw lines would be lost. Entries are still returned raw.
-   */
-  readonly query?: string;
-}
-
-/** One stream's matching entries, sorted in the request's direction. */
-export interface IngesterStream {
-  /** The canonical label string. */
-  readonly labels: string;
-  readonly fingerprint: bigint;
-  readonly entries: {
-    readonly timestamp: bigint;
-    readonly line: string;
-    readonly structuredMetadata: Record<string, string>;
-  }[];
-}
-
-/** A series request: streams with data in [start, end), optionally matching a selector. */
-export interface IngesterSeriesRequest {
-  readonly tenant: string;
-  readonly selector?: string;
-  readonly start: bigint;
-  readonly end: bigint;
-}
-
-/** How a call of the querier's may be ended early. */
-export interface IngesterCallOptions {
-  /** Aborts the call: it rejects with `timeout` (a TimeoutError reason) or `canceled`. */
-  readonly signal?: AbortSignal;
-  /**
-   * What is left of the caller's deadline, in ms: the HTTP client sends it to the
-   * ingester, which aborts the query there at that time (in process, use `signal`).
-   */
-  readonly timeoutMs?: number;
-}
-
-/** What the querier calls; in-process ({@link Ingester}) or over HTTP (`IngesterHttpClient`). */
-export interface IngesterQuerier {
-  query(req: IngesterQueryRequest, options?: IngesterCallOptions): Promise<IngesterStream[]>;
-  series(
-    req: IngesterSeriesRequest,
-    options?: IngesterCallOptions,
-  ): Promise<{ labels: string; fingerprint: bigint }[]>;
-}
+// The contract's types, for the ingester's own modules and its public face.
+export type {
+  IngesterCallOptions,
+  IngesterQuerier,
+  IngesterQueryRequest,
+  IngesterSeriesRequest,
+  IngesterStream,
+} from "@sieve/proto";
 
 /**
  * Longest stretch a query runs before it yields to the event loop. Measured
@@ -135,66 +96,102 @@ export interface QueryableStream {
   readonly flushing: readonly CutChunk[];
 }
 
-/** A stream's entries as the contract shapes them. */
-function toContractEntry(e: Entry): IngesterStream["entries"][number] {
+/** Bytes an answer's entry holds, counted as the querier counts them (its `entryBytes`). */
+function entryBytes(line: string): number {
+  return 2 * line.length + 96;
+}
+
+/** The record of an entry's structured metadata (a fresh one: the answer owns it). */
+function metadataRecord(e: Entry): Record<string, string> {
   const md: Record<string, string> = {};
   for (const p of e.structuredMetadata) md[p.name] = p.value;
-  return { timestamp: e.timestamp, line: e.line, structuredMetadata: md };
+  return md;
 }
 
 /**
- * A predicate from a log query's pipeline: whether the pipeline keeps an entry. The
- * querier runs the pipeline again on what it gets, so only the decision matters here.
+ * True when `labels` (a pipeline's output) are exactly `stream` overlaid with `metadata`:
+ * what the querier rebuilds when an answer's entry carries no labels of its own.
  */
-function compileKeep(
-  query: string,
-): (e: Entry, labels: Readonly<Record<string, string>>) => boolean {
-  let expr;
-  try {
-    expr = parseExpr(query);
-  } catch (error) {
-    throw new IngesterError("invalid_selector", (error as Error).message, { cause: error });
+function isOverlay(
+  labels: Readonly<Record<string, string>>,
+  stream: Readonly<Record<string, string>>,
+  metadata: Readonly<Record<string, string>>,
+): boolean {
+  let n = 0;
+  for (const k of Object.keys(stream)) {
+    if (Object.hasOwn(metadata, k)) continue;
+    if (labels[k] !== stream[k]) return false;
+    n++;
   }
-  if (expr.kind !== "log") throw new IngesterError("invalid_selector", "not a log query");
-  const pipeline = compilePipeline(expr.pipeline);
-  return (e, labels) => {
-    const structuredMetadata: Record<string, string> = {};
-    for (const p of e.structuredMetadata) structuredMetadata[p.name] = p.value;
-    try {
-      return (
-        pipeline.process({ timestamp: e.timestamp, line: e.line, labels, structuredMetadata }) !==
-        null
-      );
-    } catch (error) {
-      // A query past one of LogQL's bounds (a template's line size): the query's fault.
-      if (error instanceof LogqlError) {
-        throw new IngesterError("invalid_request", error.message, { cause: error });
-      }
-      throw error;
-    }
-  };
+  for (const k of Object.keys(metadata)) {
+    if (labels[k] !== metadata[k]) return false;
+    n++;
+  }
+  return Object.keys(labels).length === n;
 }
 
-function parseSelector(selector: string): Matcher[] {
+/** The log query of a request, parsed: the one parse of the request. */
+function parseLogQuery(selector: string): LogExpr {
   let expr;
   try {
     expr = parseExpr(selector);
   } catch (error) {
     throw new IngesterError("invalid_selector", (error as Error).message, { cause: error });
   }
-  if (expr.kind !== "log") throw new IngesterError("invalid_selector", "not a log selector");
-  return expr.matchers;
+  if (expr.kind !== "log") throw new IngesterError("invalid_selector", "not a log query");
+  return expr;
 }
 
 /**
+ * Runs a query's pipeline (undefined: none) over an entry of a stream: the answer's entry,
+ * or null when the pipeline drops it.
+ */
+function runPipeline(
+  pipeline: Pipeline | undefined,
+  e: Entry,
+  stream: Readonly<Record<string, string>>,
+): IngesterEntry | null {
+  // A line filter alone needs no labels: refuse the line before building its metadata
+  // record (a needle scan refuses nearly every line).
+  if (pipeline?.testLine !== undefined && !pipeline.testLine(e.line)) return null;
+  const structuredMetadata = metadataRecord(e);
+  if (pipeline === undefined || pipeline.lineOnly) {
+    return { timestamp: e.timestamp, line: e.line, structuredMetadata };
+  }
+  let out;
+  try {
+    out = pipeline.process({
+      timestamp: e.timestamp,
+      line: e.line,
+      labels: stream,
+      structuredMetadata,
+    });
+  } catch (error) {
+    // A query past one of LogQL's bounds (a template's line size): the query's fault.
+    if (error instanceof LogqlError) {
+      throw new IngesterError("invalid_request", error.message, { cause: error });
+    }
+    throw error;
+  }
+  if (out === null) return null;
+  return isOverlay(out.labels, stream, structuredMetadata)
+    ? { timestamp: e.timestamp, line: out.line, structuredMetadata }
+    : { timestamp: e.timestamp, line: out.line, structuredMetadata, labels: out.labels };
+}
+
+/** A kept entry: the stored entry (for ordering) and the answer's entry made of it. */
+type Kept = Entry & { readonly out: IngesterEntry };
+
+/**
  * Entries of the matching streams among `streams` (one tenant's) for `req`: heads and cut
- * chunks read in range, filtered by the query's pipeline when it has one, then limited per
- * stream in the request's direction. More than `maxEntriesPerQuery` in all is an error.
+ * chunks read in range, run through the query's pipeline, then limited per stream in the
+ * request's direction. More than `maxEntriesPerQuery` in all, or more than `req.maxBytes`
+ * held, is an error.
  *
  * Cooperative and bounded: the work runs in slices that yield to the event loop, the
- * signal is checked between slices, the pipeline's output is never held (only whether it
- * kept the entry), and each stream holds at most twice its limit of kept entries (the
- * best are kept whenever that fills up).
+ * signal is checked between slices, and each stream holds at most twice its limit of kept
+ * entries (the best are kept whenever that fills up, and whenever the bytes held pass
+ * `maxBytes`: the query is refused only if the best still hold too many).
  */
 export async function queryStreams(
   streams: Iterable<QueryableStream>,
@@ -202,11 +199,12 @@ export async function queryStreams(
   maxEntriesPerQuery: number,
   options: IngesterCallOptions = {},
 ): Promise<IngesterStream[]> {
-  const matchers = parseSelector(req.selector);
-  const keep = req.query === undefined ? undefined : compileKeep(req.query);
+  const expr = parseLogQuery(req.selector);
+  const pipeline = expr.pipeline.length === 0 ? undefined : compilePipeline(expr.pipeline);
   if (!(Number.isSafeInteger(req.limit) && req.limit >= 0)) {
     throw new IngesterError("invalid_request", `limit ${req.limit}`);
   }
+  const maxBytes = req.maxBytes ?? 0;
   const slicer = new Slicer(options.signal);
   const max = maxEntriesPerQuery;
   const range: EntryRange = {
@@ -216,20 +214,42 @@ export async function queryStreams(
     // Reading one more than the cap tells "too many" from "exactly the cap".
     limit: req.limit === 0 || req.limit > max ? max + 1 : req.limit,
   };
-  const byKey = new Map<string, { s: QueryableStream; entries: Entry[] }>();
+  const bytesOf = (list: readonly Kept[]): number =>
+    list.reduce((n, k) => n + entryBytes(k.out.line), 0);
+  // selectEntries answers a subset of what it is given, so its Entry[] is a Kept[].
+  const best = (list: Kept[]): Kept[] => selectEntries(list, range) as Kept[];
+  const byKey = new Map<string, { s: QueryableStream; entries: Kept[] }>();
+  // Bytes held by the streams done (their best entries).
+  let doneBytes = 0;
   for (const s of streams) {
-    if (!matchesLabels(matchers, s.labelMap)) continue;
-    let kept: Entry[] = [];
+    if (!matchesLabels(expr.matchers, s.labelMap)) continue;
+    let kept: Kept[] = [];
+    let keptBytes = 0;
+    const compact = (): void => {
+      kept = best(kept);
+      keptBytes = bytesOf(kept);
+    };
     // Without a pipeline a chunk's first `limit` entries in direction are all it can give.
     const add = async (source: Iterable<Entry>): Promise<void> => {
       let taken = 0;
       for (const e of source) {
-        if (keep === undefined || keep(e, s.labelMap)) {
-          kept.push(e);
-          if (kept.length >= 2 * range.limit) kept = selectEntries(kept, range);
-          if (keep === undefined && ++taken >= range.limit) return;
+        const out = runPipeline(pipeline, e, s.labelMap);
+        if (out !== null) {
+          kept.push({ ...e, out });
+          keptBytes += entryBytes(out.line);
+          if (kept.length >= 2 * range.limit) compact();
+          if (maxBytes > 0 && doneBytes + keptBytes > maxBytes) {
+            compact();
+            if (doneBytes + keptBytes > maxBytes) {
+              throw new IngesterError(
+                "too_many_entries",
+                `the answer would hold more than ${maxBytes} bytes (the querier's maxQueryMemoryBytes)`,
+              );
+            }
+          }
+          if (pipeline === undefined && ++taken >= range.limit) return;
         }
-        if (slicer.due(keep !== undefined)) await slicer.pause();
+        if (slicer.due(pipeline !== undefined)) await slicer.pause();
       }
     };
     for (const c of [...s.flushing, ...s.pending]) {
@@ -238,6 +258,8 @@ export async function queryStreams(
     }
     if (s.head !== undefined) await add(s.head.read({ ...range, limit: 0 }));
     if (kept.length === 0) continue;
+    compact();
+    doneBytes += keptBytes;
     const seen = byKey.get(s.key);
     if (seen !== undefined) seen.entries = seen.entries.concat(kept);
     else byKey.set(s.key, { s, entries: kept });
@@ -245,15 +267,16 @@ export async function queryStreams(
   const out: IngesterStream[] = [];
   let total = 0;
   for (const { s, entries } of byKey.values()) {
-    const selected = selectEntries(entries, range);
+    const selected = best(entries);
     total += selected.length;
     if (total > max) {
       throw new IngesterError("too_many_entries", `more than ${max} (maxEntriesPerQuery)`);
     }
     out.push({
       labels: s.labels,
+      labelMap: s.labelMap,
       fingerprint: s.fingerprint,
-      entries: selected.map(toContractEntry),
+      entries: selected.map((k) => k.out),
     });
   }
   return out;
@@ -275,12 +298,12 @@ export function querySeries(
   req: IngesterSeriesRequest,
   maxSeriesPerQuery: number,
   options: IngesterCallOptions = {},
-): { labels: string; fingerprint: bigint }[] {
+): IngesterSeries[] {
   // Cheap (labels and chunk bounds only): one check of the signal is enough.
   if (options.signal?.aborted === true) throw abortError(options.signal);
   const matchers =
-    req.selector === undefined || req.selector === "" ? [] : parseSelector(req.selector);
-  const out = new Map<string, { labels: string; fingerprint: bigint }>();
+    req.selector === undefined || req.selector === "" ? [] : parseLogQuery(req.selector).matchers;
+  const out = new Map<string, IngesterSeries>();
   for (const s of streams) {
     if (out.has(s.key) || !matchesLabels(matchers, s.labelMap)) continue;
     const overlaps = (from: bigint, through: bigint): boolean =>

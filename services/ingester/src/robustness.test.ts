@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
+import { encodeQueryRequest } from "@sieve/proto";
 import { openWal } from "@sieve/queue";
 import type { LocalWal } from "@sieve/queue";
 import { waitFor } from "@sieve/queue/testing";
@@ -262,8 +263,7 @@ describe("queries over unflushed data are cooperative", () => {
     await loadLines(4000);
     const req = {
       tenant: "t",
-      selector: `{app="qf"}`,
-      query: HEAVY,
+      selector: HEAVY,
       start: T0,
       end: T0 + HOUR_NS,
       direction: "forward" as const,
@@ -303,8 +303,7 @@ describe("queries over unflushed data are cooperative", () => {
     await loadLines(4000);
     const req = {
       tenant: "t",
-      selector: `{app="qf"}`,
-      query: HEAVY,
+      selector: HEAVY,
       start: T0,
       end: T0 + HOUR_NS,
       direction: "forward" as const,
@@ -342,18 +341,18 @@ describe("internal routes", () => {
     await service!.ingester.start();
     const publicUrl = await served(await createIngesterServer(service!, testLogger, "public"));
     const internalUrl = await served(await createIngesterServer(service!, testLogger, "internal"));
-    const body = JSON.stringify({
+    const body = encodeQueryRequest({
       tenant: "t",
       selector: `{a="b"}`,
-      start: "0",
-      end: "1",
+      start: 0n,
+      end: 1n,
       direction: "forward",
       limit: 1,
     });
-    const post = (url: string, path: string, b = body) =>
+    const post = (url: string, path: string, b: string | Uint8Array = body) =>
       fetch(`${url}${path}`, {
         method: "POST",
-        headers: { "content-type": "application/json", "x-scope-orgid": "t" },
+        headers: { "content-type": "application/x-protobuf", "x-scope-orgid": "t" },
         body: b,
       });
     expect((await post(publicUrl, "/ingester/v1/query")).status).toBe(404);

@@ -5,7 +5,8 @@
 import type { IndexSegment } from "@sieve/index";
 import type { ObjectCache } from "./cache.js";
 import type { QuerierConfig, QueryLimits } from "./config.js";
-import type { ChunkFilter, IngesterQuerier, QuerierStore } from "./deps.js";
+import type { QuerierStore } from "./deps.js";
+import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { ERR_DEADLINE_EXCEEDED, QueryError, queryMemory } from "./errors.js";
 import type { ParsedLabels } from "./labels.js";
 import type { QuerierMetrics } from "./metrics.js";

@@ -1,102 +1,16 @@
 /**
- * The narrow interfaces the querier needs of its neighbours, in the shapes the lead fixed
- * (/tmp/contracts.md): the ingesters' unflushed data and the bloom gateway's pruning. The
- * querier receives implementations in its constructor: `@sieve/ingester`'s in-process
- * querier or `IngesterHttpClient`, `@sieve/bloom-gateway`'s `BloomGateway` or
- * `BloomGatewayClient`. Declaring them here keeps the querier free of those packages.
+ * What the querier needs of its neighbours. The two internal APIs, the ingesters'
+ * unflushed data (`IngesterQuerier`) and the bloom gateway's pruning (`ChunkFilter`), are
+ * defined once in `@sieve/proto`, which both sides import; the querier receives
+ * implementations in its constructor (`@sieve/ingester`'s `Ingester` or
+ * `IngesterHttpClient`, `@sieve/bloom-gateway`'s `BloomGateway` or `BloomGatewayClient`).
+ * Here: the querier's own narrow view of the object store, and the stand-ins it uses when
+ * it has no gateway or no ingesters.
  */
-import type { BloomLocation, SegmentChunk } from "@sieve/index";
-import type { BloomTest } from "@sieve/logql";
+import type { SegmentChunk } from "@sieve/index";
+import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import type { ObjectStore } from "@sieve/storage";
-
-/** A query of the ingesters' recent data. Times are Unix ns; [start, end). */
-export interface IngesterQueryRequest {
-  tenant: string;
-  /** A LogQL stream selector, e.g. `{app="api", env=~"p.*"}`. */
-  selector: string;
-  start: bigint;
-  end: bigint;
-  direction: "forward" | "backward";
-  /** Max entries per stream in `direction`; 0 = no limit (metric queries). */
-  limit: number;
-  /**
-   * The whole log query (`{…} | pipeline`): the ingester keeps only the entries its
-   * pipeline keeps before applying `limit`, as Loki's ingesters do. Entries come back raw.
-   */
-  query?: string;
-}
-
-/** One stream of an ingester's answer; entries sorted in the request's direction. */
-export interface IngesterStream {
-  /** Canonical label string. */
-  labels: string;
-  fingerprint: bigint;
-  entries: { timestamp: bigint; line: string; structuredMetadata: Record<string, string> }[];
-}
-
-/** A series listing of the ingesters' recent data. */
-export interface IngesterSeriesRequest {
-  tenant: string;
-  selector?: string;
-  start: bigint;
-  end: bigint;
-}
-
-/** What the querier asks of the ingesters (in-process or over HTTP). */
-export interface IngesterQuerier {
-  query(req: IngesterQueryRequest, options?: IngesterCallOptions): Promise<IngesterStream[]>;
-  series(
-    req: IngesterSeriesRequest,
-    options?: IngesterCallOptions,
-  ): Promise<{ labels: string; fingerprint: bigint }[]>;
-}
-
-/** How long an ingester call may take: the query's remaining deadline, and its abort. */
-export interface IngesterCallOptions {
-  readonly signal?: AbortSignal;
-  readonly timeoutMs?: number;
-}
-
-/** One series' chunks under one bloom, as the gateway receives them. */
-export interface FilterSeries {
-  fingerprint: bigint;
-  /** Canonical stream labels (a test on a stream label cannot prune). */
-  labels: string;
-  bloom: BloomLocation;
-  chunks: SegmentChunk[];
-}
-
-/** A request to prune chunk refs with the bloom test of a query. */
-export interface FilterRequest {
-  tenant: string;
-  from: bigint;
-  through: bigint;
-  test: BloomTest;
-  series: FilterSeries[];
-}
-
-/** What the gateway did. */
-export interface FilterStats {
-  series: number;
-  seriesSkipped: number;
-  chunks: number;
-  chunksPruned: number;
-  blocksRead: number;
-  cacheHits: number;
-  /** Reason → chunks kept because the gateway failed open. */
-  failedOpen: Record<string, number>;
-}
-
-/** The refs that may match. */
-export interface FilterResponse {
-  series: { fingerprint: bigint; chunks: SegmentChunk[] }[];
-  stats: FilterStats;
-}
-
-/** What the querier asks of the bloom gateway. */
-export interface ChunkFilter {
-  filterChunkRefs(req: FilterRequest): Promise<FilterResponse>;
-}
+import { QueryError } from "./errors.js";
 
 /** What the querier needs of the object store: chunks and index segments. */
 export type QuerierStore = Pick<ObjectStore, "get" | "list">;
@@ -135,3 +49,28 @@ export const NO_INGESTERS: IngesterQuerier = {
   query: () => Promise.resolve([]),
   series: () => Promise.resolve([]),
 };
+
+/**
+ * The ingesters as a query sees them: a refusal of theirs that is the query's fault (a 4xx
+ * but 499, e.g. past a LogQL bound or `maxBytes` while running its pipeline) is a 400 in
+ * their words, as the worker's port already makes it (query-worker.ts); anything else
+ * stays Sieve's (a 500).
+ */
+export function ingesterRefusalsAs400(ingesters: IngesterQuerier): IngesterQuerier {
+  const refusal = (error: unknown): never => {
+    const status = (error as { status?: unknown } | undefined)?.status;
+    if (
+      !(error instanceof QueryError) &&
+      typeof status === "number" &&
+      status >= 400 &&
+      status < 499
+    ) {
+      throw new QueryError("bad_request", (error as Error).message);
+    }
+    throw error;
+  };
+  return {
+    query: (req, options) => ingesters.query(req, options).catch(refusal),
+    series: (req, options) => ingesters.series(req, options).catch(refusal),
+  };
+}

@@ -8,7 +8,7 @@ import type { FastifyInstance } from "fastify";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEFAULT_CONFIG, type QuerierConfig } from "./config.js";
-import type { ChunkFilter } from "./deps.js";
+import type { ChunkFilter } from "@sieve/proto";
 import { createQuerierServer } from "./http.js";
 import { createQuerier } from "./index.js";
 import { HeadIngester, tempStore, writeFlush, type TestStream } from "./testdata.test-helper.js";

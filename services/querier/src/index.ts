@@ -79,15 +79,6 @@ export type { RangeQuery, InstantQuery, Direction } from "./params.js";
 export { toStreams, categorize, FLAG_CATEGORIZE_LABELS } from "./marshal.js";
 export type { LokiStream, StreamValue } from "./marshal.js";
 export { KEEP_ALL_FILTER, NO_INGESTERS } from "./deps.js";
-export type {
-  IngesterQuerier,
-  IngesterQueryRequest,
-  IngesterStream,
-  IngesterSeriesRequest,
-  ChunkFilter,
-  FilterRequest,
-  FilterResponse,
-  FilterSeries,
-  FilterStats,
-  QuerierStore,
-} from "./deps.js";
+// The contracts with the ingesters and the gateway (IngesterQuerier, ChunkFilter) are
+// defined once, in @sieve/proto.
+export type { QuerierStore } from "./deps.js";

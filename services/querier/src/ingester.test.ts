@@ -25,7 +25,7 @@ import { pino } from "pino";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
-import type { IngesterQuerier } from "./deps.js";
+import type { IngesterQuerier } from "@sieve/proto";
 import { createQuerierServer } from "./http.js";
 import { createQuerier } from "./index.js";
 

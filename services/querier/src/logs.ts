@@ -1,14 +1,14 @@
 /**
- * Log-query execution: the plan's chunks read in the query's direction and merged with the
- * ingesters' unflushed data into the best `limit` entries ({@link TopEntries}), exact
- * duplicates dropped, stopping once `limit` lines are certain.
+ * Log-query execution: the plan's chunks read in the query's direction, run through the
+ * pipeline and merged with the ingesters' unflushed entries (which their ingester ran
+ * through the same pipeline: each line goes through it once) into the best `limit` entries
+ * ({@link TopEntries}), exact duplicates dropped, stopping once `limit` lines are certain.
  */
 import { ChunkReader } from "@sieve/chunk";
 import {
   compilePipeline,
   extractBloomTests,
   printExpr,
-  printSelector,
   type Expr,
   type LogExpr,
 } from "@sieve/logql";
@@ -155,18 +155,14 @@ export class TopEntries {
 }
 
 /**
- * What the ingesters are asked to run: the pipeline up to its last filter. Only filters
- * drop lines, and the ingesters only decide which lines to keep (the querier runs the
- * whole pipeline again), so the stages after the last filter would be work for nothing
- * on the ingester's thread: `| line_format` or a long chain of parsers there would stall
- * ingestion. Undefined when no stage filters.
+ * The labels of an ingester's entry that carries none of its own: its stream's labels
+ * overlaid with its metadata, as the pipeline's label builder makes them.
  */
-export function ingesterQuery(expr: LogExpr): string | undefined {
-  let last = -1;
-  expr.pipeline.forEach((stage, i) => {
-    if (stage.kind === "lineFilter" || stage.kind === "labelFilter") last = i;
-  });
-  return last < 0 ? undefined : printExpr({ ...expr, pipeline: expr.pipeline.slice(0, last + 1) });
+function overlay(
+  stream: Readonly<Record<string, string>>,
+  metadata: Readonly<Record<string, string>>,
+): Readonly<Record<string, string>> {
+  return metadata === EMPTY ? stream : { ...stream, ...metadata };
 }
 
 /** Runs a log query over the plan and the ingesters: the best `q.limit` entries, in order. */
@@ -183,7 +179,6 @@ export async function runLogs(
   const testLine = pipeline.lineOnly ? pipeline.testLine : undefined;
   if (q.end <= q.start) return [];
   const through = q.end - 1n;
-  const pushed = ingesterQuery(expr);
   const [planned, fromIngesters] = await Promise.all([
     plan(parts, q.tenant, [expr.matchers], q.start, through, extractBloomTests(expr), ctx),
     stats.time("ingester", () =>
@@ -191,12 +186,16 @@ export async function runLogs(
         parts.ingesters.query(
           {
             tenant: q.tenant,
-            selector: printSelector(expr.matchers),
-            ...(pushed !== undefined && { query: pushed }),
+            // The query, printed once: the ingesters parse it and run its whole pipeline.
+            selector: printExpr(expr),
             start: q.start,
             end: q.end,
             direction: q.direction,
             limit: q.limit,
+            // What the query may hold, so an ingester stops before holding more for it.
+            ...(ctx.limits.maxQueryMemoryBytes > 0 && {
+              maxBytes: ctx.limits.maxQueryMemoryBytes,
+            }),
           },
           ctx.callOptions(),
         ),
@@ -210,10 +209,9 @@ export async function runLogs(
   let received = 0;
   for (const s of fromIngesters) for (const e of s.entries) received += entryBytes(e.line);
   ctx.hold(received);
+  // The ingesters ran the pipeline: their entries are processed and kept already.
   for (const s of fromIngesters) {
-    // A stream whose labels do not parse is left out (logged and counted once), not a 500.
-    const labels = parts.labels.tryOf(s.labels, "ingester");
-    if (labels === undefined) continue;
+    const stream = s.labelMap;
     stats.ingesterStreams++;
     for (const e of s.entries) {
       if (e.timestamp < q.start || e.timestamp >= q.end) continue;
@@ -222,19 +220,12 @@ export async function runLogs(
       if (top.worse(e.timestamp)) break;
       const metadata =
         Object.keys(e.structuredMetadata).length === 0 ? EMPTY : e.structuredMetadata;
-      const out = pipeline.process({
-        timestamp: e.timestamp,
-        line: e.line,
-        labels,
-        structuredMetadata: metadata,
-      });
-      if (out === null) continue;
       stats.linesMatched++;
       top.add({
         timestamp: e.timestamp,
-        line: out.line,
-        labels: out.labels,
-        stream: labels,
+        line: e.line,
+        labels: e.labels ?? overlay(stream, metadata),
+        stream,
         metadata,
       });
       ctx.hold(0, top.bytes);

@@ -80,6 +80,10 @@ async function collectStreams(
             parts.ingesters.query(
               {
                 tenant,
+                // The selector alone: the ingesters answer raw lines, which the evaluation
+                // runs through the pipeline once, as it does the store's (so that exact
+                // duplicates between the two are still found, and one answer serves
+                // every selector of the stream).
                 selector: printSelector(g),
                 start: from,
                 end,
@@ -158,10 +162,8 @@ async function collectStreams(
     for (const s of answer) {
       if (seenIngester.has(s.fingerprint)) continue; // the same stream matched two selectors
       seenIngester.add(s.fingerprint);
-      const labels = parts.labels.tryOf(s.labels, "ingester");
-      if (labels === undefined) continue; // left out, logged and counted once
       stats.ingesterStreams++;
-      const { rows, keep } = streamOf(labels);
+      const { rows, keep } = streamOf(s.labelMap);
       for (const e of s.entries) {
         if (e.timestamp < from || e.timestamp >= end) continue;
         stats.ingesterLines++;

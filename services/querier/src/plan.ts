@@ -20,7 +20,7 @@ import {
 import { matchesLabels, type BloomTest, type Matcher } from "@sieve/logql";
 import { STORAGE_ERRORS, isNotFound, isStoreFailure } from "@sieve/storage";
 import type { QuerierParts, QueryContext } from "./context.js";
-import type { FilterResponse, FilterSeries } from "./deps.js";
+import type { FilterResponse, FilterSeries } from "@sieve/proto";
 import { QueryError, maxChunks } from "./errors.js";
 import type { ReadReport } from "./labels.js";
 
@@ -190,7 +190,7 @@ export async function plan(
     );
   }
   stats.bloomsUsed = true;
-  const groups = new Map<string, FilterSeries>();
+  const groups = new Map<string, FilterSeries & { chunks: SegmentChunk[] }>();
   for (const { series } of matched) {
     for (const c of series.chunks) {
       const key = `${series.fingerprint}\u0000${bloomGroup(c)}`;

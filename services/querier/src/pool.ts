@@ -17,7 +17,7 @@ import type { Logger } from "pino";
 import { Piscina } from "piscina";
 import type { Registry } from "prom-client";
 import { limitsFor, type QuerierConfig } from "./config.js";
-import type { ChunkFilter, IngesterQuerier } from "./deps.js";
+import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { ERR_DEADLINE_EXCEEDED, workerHeap } from "./errors.js";
 import { errorAnswer, type QueryAnswer, type QueryTask } from "./handler.js";
 import { ReadReport } from "./labels.js";

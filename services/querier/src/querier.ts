@@ -21,13 +21,8 @@ import {
 import { ObjectCache } from "./cache.js";
 import { limitsFor, type QuerierConfig, type QueryLimits } from "./config.js";
 import { QueryContext, type QuerierParts } from "./context.js";
-import {
-  KEEP_ALL_FILTER,
-  NO_INGESTERS,
-  type ChunkFilter,
-  type IngesterQuerier,
-  type QuerierStore,
-} from "./deps.js";
+import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
+import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
 import { ParsedLabels, ReadReport } from "./labels.js";
 import { runLogs, type LogQuery, type LogResult } from "./logs.js";
@@ -82,7 +77,8 @@ export class Querier {
     this.parts = {
       config: deps.config,
       store: deps.store,
-      ingesters: deps.ingesters ?? NO_INGESTERS,
+      ingesters:
+        deps.ingesters === undefined ? NO_INGESTERS : ingesterRefusalsAs400(deps.ingesters),
       chunkFilter: deps.chunkFilter ?? KEEP_ALL_FILTER,
       metrics: this.metrics,
       segments: this.segments,

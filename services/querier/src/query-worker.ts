@@ -14,7 +14,7 @@ import type {
   IngesterQueryRequest,
   IngesterSeriesRequest,
   IngesterStream,
-} from "./deps.js";
+} from "@sieve/proto";
 import { QueryError } from "./errors.js";
 import { handleQuery, type QueryAnswer } from "./handler.js";
 import type { PortCall, PortReply, WorkerSetup, WorkerTask } from "./pool.js";

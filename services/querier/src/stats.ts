@@ -1,4 +1,4 @@
-import type { FilterStats } from "./deps.js";
+import type { FilterStats } from "@sieve/proto";
 
 /** Stages a query's time is split into, in seconds. */
 export interface StageSeconds {

@@ -18,14 +18,15 @@ import {
   type SegmentSeries,
 } from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
-import { matchesLabels, parseSyntax } from "@sieve/logql";
+import { compilePipeline, matchesLabels, parseSyntax } from "@sieve/logql";
 import { FsObjectStore } from "@sieve/storage";
 import type {
   IngesterQuerier,
   IngesterQueryRequest,
+  IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
-} from "./deps.js";
+} from "@sieve/proto";
 
 /** A stream to write: its labels and entries (any order). */
 export interface TestStream {
@@ -139,7 +140,9 @@ export class HeadIngester implements IngesterQuerier {
 
   query(req: IngesterQueryRequest): Promise<IngesterStream[]> {
     const sel = parseSyntax(req.selector);
-    if (sel.kind !== "log") throw new Error("not a selector");
+    if (sel.kind !== "log") throw new Error("not a log query");
+    // As the contract asks: the query's pipeline runs here, and the limit applies after it.
+    const pipeline = compilePipeline(sel.pipeline);
     const out: IngesterStream[] = [];
     for (const [canonical, { labels, head }] of this.heads.get(req.tenant) ?? []) {
       if (!matchesLabels(sel.matchers, labels) || head.entryCount === 0) continue;
@@ -150,21 +153,30 @@ export class HeadIngester implements IngesterQuerier {
         through: req.end,
         direction: req.direction,
       })) {
-        entries.push({
+        const structuredMetadata = Object.fromEntries(
+          e.structuredMetadata.map((p) => [p.name, p.value]),
+        );
+        const kept = pipeline.process({
           timestamp: e.timestamp,
           line: e.line,
-          structuredMetadata: Object.fromEntries(
-            e.structuredMetadata.map((p) => [p.name, p.value]),
-          ),
+          labels,
+          structuredMetadata,
+        });
+        if (kept === null) continue;
+        entries.push({
+          timestamp: e.timestamp,
+          line: kept.line,
+          structuredMetadata,
+          labels: kept.labels,
         });
         if (req.limit > 0 && entries.length === req.limit) break;
       }
-      out.push({ labels: canonical, fingerprint: identity(labels).fp, entries });
+      out.push({ labels: canonical, labelMap: labels, fingerprint: identity(labels).fp, entries });
     }
     return Promise.resolve(out);
   }
 
-  series(req: IngesterSeriesRequest): Promise<{ labels: string; fingerprint: bigint }[]> {
+  series(req: IngesterSeriesRequest): Promise<IngesterSeries[]> {
     const sel = req.selector === undefined ? undefined : parseSyntax(req.selector);
     const out = [];
     for (const [canonical, { labels }] of this.heads.get(req.tenant) ?? []) {

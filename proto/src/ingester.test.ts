@@ -1,0 +1,152 @@
+import protobuf from "protobufjs";
+import { describe, expect, test } from "vitest";
+import { ProtoError } from "./errors.js";
+import {
+  MAX_SELECTOR_LENGTH,
+  decodeQueryRequest,
+  decodeQueryResponse,
+  decodeSeriesRequest,
+  decodeSeriesResponse,
+  encodeQueryRequest,
+  encodeQueryResponse,
+  encodeSeriesRequest,
+  encodeSeriesResponse,
+} from "./ingester.js";
+import type { IngesterQueryRequest, IngesterStream } from "./ingester.js";
+
+const request: IngesterQueryRequest = {
+  tenant: "team-a",
+  selector: `{app="api"} |= "x" | json`,
+  start: -(2n ** 63n),
+  end: 1_714_521_600_123_456_789n,
+  direction: "backward",
+  limit: 5000,
+  maxBytes: 2 ** 40,
+};
+
+const streams: IngesterStream[] = [
+  {
+    labels: `{app="api", pod="p-1"}`,
+    labelMap: { app: "api", pod: "p-1" },
+    fingerprint: 2n ** 64n - 1n,
+    entries: [
+      // Labels as the stream's overlaid with the metadata: not sent.
+      { timestamp: 1n, line: "a", structuredMetadata: { trace_id: "t-1" } },
+      // Labels of its own, after a parser.
+      {
+        timestamp: -5n,
+        line: "line_format made this",
+        structuredMetadata: {},
+        labels: { app: "api", pod: "p-1", level: "error" },
+      },
+      // `| drop` may remove every label: an empty set, yet present.
+      { timestamp: 7n, line: "", structuredMetadata: {}, labels: {} },
+    ],
+  },
+  { labels: "{}", labelMap: {}, fingerprint: 0n, entries: [] },
+];
+
+describe("ingester messages", () => {
+  test("a query request round-trips, 64-bit values intact; absent bounds stay absent", () => {
+    expect(decodeQueryRequest(encodeQueryRequest(request))).toEqual(request);
+    const unbounded: IngesterQueryRequest = {
+      tenant: request.tenant,
+      selector: request.selector,
+      start: request.start,
+      end: request.end,
+      direction: request.direction,
+      limit: request.limit,
+    };
+    expect(decodeQueryRequest(encodeQueryRequest(unbounded))).toEqual(unbounded);
+  });
+
+  test("a query response round-trips: present and absent entry labels told apart", () => {
+    const back = decodeQueryResponse(encodeQueryResponse(streams));
+    expect(back).toEqual(streams);
+    expect("labels" in back[0]!.entries[0]!).toBe(false);
+    expect(back[0]!.entries[2]!.labels).toEqual({});
+  });
+
+  test("series requests and responses round-trip; an empty selector is no selector", () => {
+    const req = { tenant: "t", selector: `{a="b"}`, start: 0n, end: 10n };
+    expect(decodeSeriesRequest(encodeSeriesRequest(req))).toEqual(req);
+    const all = { tenant: "t", start: 0n, end: 10n };
+    expect(decodeSeriesRequest(encodeSeriesRequest(all))).toEqual(all);
+    const series = [{ labels: `{a="b"}`, fingerprint: 2n ** 63n + 1n }];
+    expect(decodeSeriesResponse(encodeSeriesResponse(series))).toEqual(series);
+  });
+
+  // What the grammar allows but the API does not, written with field numbers alone.
+  const root = protobuf.Root.fromJSON({
+    nested: {
+      Q: {
+        fields: {
+          tenant: { type: "string", id: 1 },
+          selector: { type: "string", id: 2 },
+          start: { type: "int64", id: 3 },
+          end: { type: "int64", id: 4 },
+          direction: { type: "uint32", id: 5 },
+          maxBytes: { type: "uint64", id: 7 },
+        },
+      },
+      P: { fields: { name: { type: "string", id: 1 }, value: { type: "string", id: 2 } } },
+      E: { fields: { structuredMetadata: { rule: "repeated", type: "P", id: 3 } } },
+      S: { fields: { entries: { rule: "repeated", type: "E", id: 3 } } },
+      R: { fields: { streams: { rule: "repeated", type: "S", id: 1 } } },
+    },
+  });
+  const raw = (type: string, obj: object) => root.lookupType(type).encode(obj).finish();
+  const ok = { tenant: "t", selector: '{a="b"}', start: 1, end: 2 };
+
+  test.each<[string, () => void, string]>([
+    ["not protobuf", () => decodeQueryRequest(Uint8Array.of(0x0a, 0xff)), "malformed protobuf"],
+    ["no tenant", () => decodeQueryRequest(raw("Q", { ...ok, tenant: "" })), "tenant"],
+    ["no selector", () => decodeQueryRequest(raw("Q", { ...ok, selector: "" })), "selector"],
+    [
+      "a selector too long",
+      () => decodeQueryRequest(raw("Q", { ...ok, selector: "x".repeat(MAX_SELECTOR_LENGTH + 1) })),
+      "selector longer",
+    ],
+    ["end before start", () => decodeQueryRequest(raw("Q", { ...ok, start: 5 })), "before start"],
+    [
+      "an unknown direction",
+      () => decodeQueryRequest(raw("Q", { ...ok, direction: 2 })),
+      "direction 2",
+    ],
+    [
+      "max_bytes past 2^53",
+      () => decodeQueryRequest(raw("Q", { ...ok, maxBytes: "18014398509481984" })),
+      "max_bytes",
+    ],
+    [
+      "a series request ending before it starts",
+      () => decodeSeriesRequest(raw("Q", { tenant: "t", start: 2, end: 1 })),
+      "before start",
+    ],
+    [
+      "a metadata pair without a name",
+      () =>
+        decodeQueryResponse(
+          raw("R", { streams: [{ entries: [{ structuredMetadata: [{ value: "v" }] }] }] }),
+        ),
+      "without a name",
+    ],
+  ])("refuses %s", (_name, decode, message) => {
+    let error: unknown;
+    try {
+      decode();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ProtoError);
+    expect((error as ProtoError).code).toBe("malformed_protobuf");
+    expect((error as Error).message).toContain(message);
+  });
+
+  test("a truncated answer in a Buffer is refused, as in a Uint8Array", () => {
+    const bytes = encodeQueryResponse(streams);
+    const cut = bytes.subarray(0, bytes.length - 3);
+    expect(() => decodeQueryResponse(Buffer.from(cut))).toThrow(ProtoError);
+    expect(() => decodeSeriesResponse(Buffer.from(Uint8Array.of(0x0a, 0x05)))).toThrow(ProtoError);
+  });
+});

@@ -1,0 +1,285 @@
+/*
+ * The ingester's query API (ingester.proto, package sieve.ingester.v1): the one definition
+ * of the contract between queriers and ingesters, in process (the querier calls an
+ * `Ingester`, or the main thread's over a MessagePort) and over HTTP (these codecs).
+ *
+ * A query request carries the log query as text, printed once by the querier; the ingester
+ * parses it once and runs its whole pipeline, and answers the kept entries processed (line
+ * and labels after the pipeline), so the querier merges them with the store's results
+ * without running the pipeline again. Decoding checks what the wire grammar cannot express
+ * (non-empty tenant, a bounded selector, end ≥ start, a known direction, byte counts that
+ * fit a JavaScript number) and throws a ProtoError `malformed_protobuf` naming the field;
+ * whether the selector parses is the ingester's to judge.
+ */
+import type { Label } from "@sieve/labels";
+import protobuf from "protobufjs";
+import type { LongBits } from "./codec.js";
+import { ingesterDescriptor } from "./generated/ingester-descriptor.js";
+import { decodeWith, malformed, toBigInt, toLong } from "./long.js";
+
+// Reflection, as codec.ts explains for the push messages; a root of its own.
+const root = protobuf.Root.fromJSON(ingesterDescriptor);
+const QueryRequestType = root.lookupType("sieve.ingester.v1.QueryRequest");
+const QueryResponseType = root.lookupType("sieve.ingester.v1.QueryResponse");
+const SeriesRequestType = root.lookupType("sieve.ingester.v1.SeriesRequest");
+const SeriesResponseType = root.lookupType("sieve.ingester.v1.SeriesResponse");
+
+/** Longest selector (log query) a request may carry, in UTF-16 code units. */
+export const MAX_SELECTOR_LENGTH = 65_536;
+
+/** A query of an ingester's unflushed data. Times are Unix ns, [start, end). */
+export interface IngesterQueryRequest {
+  readonly tenant: string;
+  /**
+   * The log query: a stream selector, optionally followed by the pipeline the ingester
+   * runs, e.g. `{app="api"} |= "x" | json` (Loki's QueryRequest.selector carries the same).
+   */
+  readonly selector: string;
+  readonly start: bigint;
+  readonly end: bigint;
+  readonly direction: "forward" | "backward";
+  /** Most entries per stream in `direction`, after the pipeline; 0 = no limit. */
+  readonly limit: number;
+  /**
+   * Most bytes the kept entries may hold, counted as the querier counts them (2 per UTF-16
+   * unit of a line + 96 per entry): the querier's `maxQueryMemoryBytes`. Absent or 0 = no
+   * bound (the ingester's `maxEntriesPerQuery` still applies).
+   */
+  readonly maxBytes?: number;
+}
+
+/** One kept entry, after the query's pipeline. */
+export interface IngesterEntry {
+  readonly timestamp: bigint;
+  /** The line after the pipeline (`line_format` may have rewritten it). */
+  readonly line: string;
+  /** The entry's structured metadata, as pushed. */
+  readonly structuredMetadata: Readonly<Record<string, string>>;
+  /**
+   * The labels after the pipeline; absent when they are the stream's labels overlaid with
+   * `structuredMetadata` (no parser, no `label_format`, no `drop`: the usual case).
+   */
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+/** One stream's kept entries, sorted in the request's direction. */
+export interface IngesterStream {
+  /** The canonical label string: the stream's identity. */
+  readonly labels: string;
+  /** The same labels, parsed: the querier reads them without parsing `labels`. */
+  readonly labelMap: Readonly<Record<string, string>>;
+  readonly fingerprint: bigint;
+  readonly entries: readonly IngesterEntry[];
+}
+
+/** A series request: streams with data in [start, end), optionally matching a selector. */
+export interface IngesterSeriesRequest {
+  readonly tenant: string;
+  /** A LogQL stream selector; absent = every stream. */
+  readonly selector?: string;
+  readonly start: bigint;
+  readonly end: bigint;
+}
+
+/** One series of an ingester's answer. */
+export interface IngesterSeries {
+  /** The canonical label string. */
+  readonly labels: string;
+  readonly fingerprint: bigint;
+}
+
+/** How a call may be ended early. */
+export interface IngesterCallOptions {
+  /** Aborts the call: it rejects with `timeout` (a TimeoutError reason) or `canceled`. */
+  readonly signal?: AbortSignal;
+  /**
+   * What is left of the caller's deadline, in ms: the HTTP client sends it to the
+   * ingester, which aborts the query there at that time (in process, use `signal`).
+   */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * What a querier asks of the ingesters: `@sieve/ingester`'s `Ingester` in process, its
+ * `IngesterHttpClient` over HTTP, or the main thread's ingester over a MessagePort.
+ */
+export interface IngesterQuerier {
+  query(req: IngesterQueryRequest, options?: IngesterCallOptions): Promise<IngesterStream[]>;
+  series(req: IngesterSeriesRequest, options?: IngesterCallOptions): Promise<IngesterSeries[]>;
+}
+
+// --- wire shapes, as protobufjs decodes them (absent fields read as their defaults) -----
+
+interface WireQueryRequest {
+  tenant: string;
+  selector: string;
+  start: LongBits | number;
+  end: LongBits | number;
+  direction: number;
+  limit: number;
+  maxBytes: LongBits | number;
+}
+interface WireEntry {
+  timestamp: LongBits | number;
+  line: string;
+  structuredMetadata: Label[];
+  labels?: { pairs: Label[] } | null;
+}
+interface WireStream {
+  labels: string;
+  fingerprint: LongBits | number;
+  entries: WireEntry[];
+  labelPairs: Label[];
+}
+interface WireSeriesRequest {
+  tenant: string;
+  selector: string;
+  start: LongBits | number;
+  end: LongBits | number;
+}
+interface WireSeries {
+  labels: string;
+  fingerprint: LongBits | number;
+}
+
+const DIRECTIONS = ["forward", "backward"] as const;
+
+function pairs(record: Readonly<Record<string, string>>): Label[] {
+  return Object.entries(record).map(([name, value]) => ({ name, value }));
+}
+
+function record(list: readonly Label[], where: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const p of list) {
+    if (p.name === "") throw malformed(`${where}: a label without a name`);
+    out[p.name] = p.value;
+  }
+  return out;
+}
+
+function checkTenant(tenant: string): void {
+  if (tenant === "") throw malformed("tenant is empty");
+}
+
+function checkSelector(selector: string): void {
+  if (selector.length > MAX_SELECTOR_LENGTH) {
+    throw malformed(`selector longer than ${MAX_SELECTOR_LENGTH}`);
+  }
+}
+
+function range(w: { start: LongBits | number; end: LongBits | number }): {
+  start: bigint;
+  end: bigint;
+} {
+  const start = toBigInt(w.start, true);
+  const end = toBigInt(w.end, true);
+  if (end < start) throw malformed(`end ${end} before start ${start}`);
+  return { start, end };
+}
+
+/** Encodes a QueryRequest: what a querier sends. */
+export function encodeQueryRequest(req: IngesterQueryRequest): Uint8Array {
+  return QueryRequestType.encode({
+    tenant: req.tenant,
+    selector: req.selector,
+    start: toLong(req.start),
+    end: toLong(req.end),
+    direction: req.direction === "backward" ? 1 : 0,
+    limit: req.limit,
+    maxBytes: toLong(BigInt(req.maxBytes ?? 0)),
+  }).finish();
+}
+
+/** Decodes and checks a QueryRequest; throws a ProtoError `malformed_protobuf`. */
+export function decodeQueryRequest(bytes: Uint8Array): IngesterQueryRequest {
+  const w = decodeWith(QueryRequestType, bytes) as WireQueryRequest;
+  checkTenant(w.tenant);
+  if (w.selector === "") throw malformed("selector is empty");
+  checkSelector(w.selector);
+  const direction = DIRECTIONS[w.direction];
+  if (direction === undefined) throw malformed(`direction ${w.direction}`);
+  const maxBytes = toBigInt(w.maxBytes, false);
+  if (maxBytes > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`max_bytes ${maxBytes}`);
+  return {
+    tenant: w.tenant,
+    selector: w.selector,
+    ...range(w),
+    direction,
+    limit: w.limit >>> 0,
+    ...(maxBytes > 0n && { maxBytes: Number(maxBytes) }),
+  };
+}
+
+/** Encodes a QueryResponse: what an ingester answers. */
+export function encodeQueryResponse(streams: readonly IngesterStream[]): Uint8Array {
+  return QueryResponseType.encode({
+    streams: streams.map((s) => ({
+      labels: s.labels,
+      fingerprint: toLong(s.fingerprint),
+      labelPairs: pairs(s.labelMap),
+      entries: s.entries.map((e) => ({
+        timestamp: toLong(e.timestamp),
+        line: e.line,
+        structuredMetadata: pairs(e.structuredMetadata),
+        ...(e.labels !== undefined && { labels: { pairs: pairs(e.labels) } }),
+      })),
+    })),
+  }).finish();
+}
+
+/** Decodes a QueryResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodeQueryResponse(bytes: Uint8Array): IngesterStream[] {
+  const w = decodeWith(QueryResponseType, bytes) as { streams: WireStream[] };
+  return w.streams.map((s, i) => ({
+    labels: s.labels,
+    labelMap: record(s.labelPairs, `stream ${i}`),
+    fingerprint: toBigInt(s.fingerprint, false),
+    entries: s.entries.map((e): IngesterEntry => {
+      const structuredMetadata = record(e.structuredMetadata, `stream ${i}`);
+      const timestamp = toBigInt(e.timestamp, true);
+      return e.labels == null
+        ? { timestamp, line: e.line, structuredMetadata }
+        : {
+            timestamp,
+            line: e.line,
+            structuredMetadata,
+            labels: record(e.labels.pairs, `stream ${i}`),
+          };
+    }),
+  }));
+}
+
+/** Encodes a SeriesRequest: what a querier sends. */
+export function encodeSeriesRequest(req: IngesterSeriesRequest): Uint8Array {
+  return SeriesRequestType.encode({
+    tenant: req.tenant,
+    selector: req.selector ?? "",
+    start: toLong(req.start),
+    end: toLong(req.end),
+  }).finish();
+}
+
+/** Decodes and checks a SeriesRequest; throws a ProtoError `malformed_protobuf`. */
+export function decodeSeriesRequest(bytes: Uint8Array): IngesterSeriesRequest {
+  const w = decodeWith(SeriesRequestType, bytes) as WireSeriesRequest;
+  checkTenant(w.tenant);
+  checkSelector(w.selector);
+  return {
+    tenant: w.tenant,
+    ...(w.selector !== "" && { selector: w.selector }),
+    ...range(w),
+  };
+}
+
+/** Encodes a SeriesResponse: what an ingester answers. */
+export function encodeSeriesResponse(series: readonly IngesterSeries[]): Uint8Array {
+  return SeriesResponseType.encode({
+    series: series.map((s) => ({ labels: s.labels, fingerprint: toLong(s.fingerprint) })),
+  }).finish();
+}
+
+/** Decodes a SeriesResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodeSeriesResponse(bytes: Uint8Array): IngesterSeries[] {
+  const w = decodeWith(SeriesResponseType, bytes) as { series: WireSeries[] };
+  return w.series.map((s) => ({ labels: s.labels, fingerprint: toBigInt(s.fingerprint, false) }));
+}
