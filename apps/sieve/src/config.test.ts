@@ -1,7 +1,12 @@
 import { resolve } from "node:path";
 import { configFiles, thrown } from "@sieve/config/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadSieveConfig, SieveConfigError, type SieveConfigSources } from "./config.js";
+import {
+  checkTarget,
+  loadSieveConfig,
+  SieveConfigError,
+  type SieveConfigSources,
+} from "./config.js";
 
 const files = configFiles();
 afterAll(files.remove);
@@ -124,19 +129,19 @@ describe("loadSieveConfig", () => {
       {
         name: "a port out of range",
         sources: () => ({ env: { SIEVE_PORT: "70000" } }),
-        code: "invalid_value",
+        code: "out_of_range",
         key: "SIEVE_PORT",
       },
       {
         name: "a port that is not a number",
         sources: () => ({ env: {}, flags: { port: "abc" } }),
-        code: "invalid_value",
+        code: "invalid_type",
         key: "--port",
       },
       {
         name: "zero partitions",
         sources: () => ({ file: file("queue: { partitions: 0 }\n"), env: {} }),
-        code: "invalid_value",
+        code: "out_of_range",
         key: "queue.partitions",
       },
       {
@@ -160,7 +165,7 @@ describe("loadSieveConfig", () => {
       {
         name: "a boolean that is not one",
         sources: () => ({ env: { SIEVE_S3_FORCE_PATH_STYLE: "yes" } }),
-        code: "invalid_value",
+        code: "invalid_type",
         key: "SIEVE_S3_FORCE_PATH_STYLE",
       },
       {
@@ -190,4 +195,104 @@ describe("loadSieveConfig", () => {
       if (key !== "") expect((error as SieveConfigError).key).toBe(key);
     });
   }
+});
+
+describe("one tree", () => {
+  it("hands each component its typed section from the one file", () => {
+    const c = loadSieveConfig({
+      file: file(
+        "ingester: { chunkTargetBytes: 2048 }\nbloomGateway: { readTimeoutMs: 7 }\nquerier: { workers: 0 }\n",
+      ),
+      env: { SIEVE_DISTRIBUTOR_MAX_BODY_BYTES: "1000" },
+    });
+    expect(c.ingester.chunkTargetBytes).toBe(2048);
+    expect(c.bloomGateway.readTimeoutMs).toBe(7);
+    expect(c.querier.workers).toBe(0);
+    expect(c.distributor.maxBodyBytes).toBe(1000);
+  });
+
+  it("refuses a bad component option by its path, as the component does", () => {
+    const error = thrown(() =>
+      loadSieveConfig({ file: file("querier: { cacheBytes: 1 }\n"), env: {} }),
+    );
+    expect(error).toMatchObject({ code: "unknown_key", key: "querier.cacheBytes" });
+  });
+
+  it.each<[string, string, Record<string, string>, boolean, boolean]>([
+    ["off by default", "", {}, false, false],
+    ["the top-level key for both", "authEnabled: true\n", {}, true, true],
+    ["the top-level variable for both", "", { SIEVE_AUTH_ENABLED: "true" }, true, true],
+    [
+      "an older per-section key wins for its component",
+      "authEnabled: true\nquerier: { authEnabled: false }\n",
+      {},
+      true,
+      false,
+    ],
+    [
+      "the older per-section keys alone",
+      "distributor: { authEnabled: true }\nquerier: { authEnabled: true }\n",
+      {},
+      true,
+      true,
+    ],
+  ])("authEnabled: %s", (_name, yaml, env, distributor, querier) => {
+    const c = loadSieveConfig({ ...(yaml !== "" && { file: file(yaml) }), env });
+    expect(c.distributor.authEnabled).toBe(distributor);
+    expect(c.querier.authEnabled).toBe(querier);
+  });
+
+  it("reads every variable by the rule, and the older name when the rule's is unset", () => {
+    const c = loadSieveConfig({
+      env: {
+        SIEVE_SERVER_PORT: "3400",
+        SIEVE_PORT: "3300",
+        SIEVE_S3_REGION: "eu-west-1",
+        SIEVE_QUEUE_KAFKA_TOPIC: "t",
+        SIEVE_CLUSTER_INGESTER_URLS: "http://i:1",
+        SIEVE_LOG_LEVEL: "debug",
+      },
+    });
+    expect(c.server.port).toBe(3400);
+    expect(c.storage.s3.region).toBe("eu-west-1");
+    expect(c.queue.kafka.topic).toBe("t");
+    expect(c.cluster.ingesterUrls).toEqual(["http://i:1"]);
+    expect(c.logLevel).toBe("debug");
+  });
+
+  it("refuses an unknown log level", () => {
+    expect(thrown(() => loadSieveConfig({ env: { SIEVE_LOG_LEVEL: "loud" } }))).toMatchObject({
+      code: "invalid_value",
+      key: "logLevel",
+    });
+  });
+});
+
+describe("checkTarget", () => {
+  const base = loadSieveConfig({ env: {} });
+  it("refuses a lone querier without ingester URLs, naming the option", () => {
+    const error = thrown(() => {
+      checkTarget(base, "querier");
+    });
+    expect(error).toBeInstanceOf(SieveConfigError);
+    expect(error).toMatchObject({ code: "invalid_value", key: "cluster.ingesterUrls" });
+    expect((error as Error).message).toMatch(/queryStoreOnly/);
+  });
+
+  it("lets it read only the store on purpose, or with ingesters; sieve all needs none", () => {
+    const storeOnly = loadSieveConfig({ env: { SIEVE_QUERIER_QUERY_STORE_ONLY: "true" } });
+    const withIngesters = loadSieveConfig({ env: { SIEVE_INGESTER_URLS: "http://i:1" } });
+    for (const [config, target] of [
+      [storeOnly, "querier"],
+      [withIngesters, "querier"],
+      [base, "all"],
+      [base, "distributor"],
+    ] as const) {
+      expect(
+        thrown(() => {
+          checkTarget(config, target);
+        }),
+      ).toBeUndefined();
+    }
+  });
 });

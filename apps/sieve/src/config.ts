@@ -1,12 +1,25 @@
 import { isAbsolute, join, resolve } from "node:path";
-import { CONFIG_ERRORS, ConfigError, isMapping, readConfigFile } from "@sieve/config";
-import type { Env } from "@sieve/config";
+import {
+  applyText,
+  CONFIG_ERRORS,
+  ConfigError,
+  defineSchema,
+  loadSection,
+  optionRows,
+  readConfigFile,
+} from "@sieve/config";
+import type { ConfigErrorCode, Env, Mapping, OptionRow } from "@sieve/config";
+import { loadConfig as loadGatewayConfig, type BloomGatewayConfig } from "@sieve/bloom-gateway";
+import { loadConfig as loadDistributorConfig, type DistributorConfig } from "@sieve/distributor";
+import { loadConfig as loadIngesterConfig, type IngesterConfig } from "@sieve/ingester";
+import { loadConfig as loadQuerierConfig, type QuerierConfig } from "@sieve/querier";
 
 /**
- * The process-level configuration of the `sieve` command: where it listens, where data
- * lives, which queue and object store it uses, and where the other components are when
- * they run as separate processes. Each component reads its own section of the same file
- * (`distributor`, `ingester`, `querier`, `bloomGateway`; see docs/configuration.md).
+ * Sieve's one configuration tree, Loki-style: shared top-level options (where it listens,
+ * where data lives, which queue and object store, where the other components are, whether
+ * tenants authenticate) and a section per component (`distributor`, `ingester`, `querier`,
+ * `bloomGateway`), each read by the component's own schema. The file is read and
+ * validated once, here; each component is handed its typed section (docs/configuration.md).
  */
 export interface SieveConfig {
   readonly server: {
@@ -21,9 +34,17 @@ export interface SieveConfig {
   };
   /** Root of everything local: the write-ahead log and the filesystem store default under it. */
   readonly dataDir: string;
+  /** Loki's `auth_enabled`: whether pushes and queries must name their tenant (X-Scope-OrgID). */
+  readonly authEnabled: boolean;
+  /** pino's level for the process's log. */
+  readonly logLevel: string;
   readonly storage: StorageConfig;
   readonly queue: QueueConfig;
   readonly cluster: ClusterConfig;
+  readonly distributor: DistributorConfig;
+  readonly ingester: IngesterConfig;
+  readonly querier: QuerierConfig;
+  readonly bloomGateway: BloomGatewayConfig;
 }
 
 /** The object store: a directory (embedded default) or an S3 bucket. */
@@ -62,30 +83,15 @@ export interface ClusterConfig {
   readonly bloomGatewayUrls: readonly string[];
 }
 
-/** The sections the `sieve` command itself reads; the components read theirs. */
-const COMPONENT_SECTIONS = ["distributor", "ingester", "querier", "bloomGateway"] as const;
-
 /**
- * Every way the process configuration can be refused: the shared codes the command uses.
- * A value of the wrong kind or range is `invalid_value`; `invalid_type` is a file whose
- * top level is not a mapping.
+ * The one table of configuration errors, under the name this package has always exported:
+ * the shared options and every component throw its codes.
  */
-export const SIEVE_CONFIG_ERRORS = {
-  unreadable_file: CONFIG_ERRORS.unreadable_file,
-  invalid_yaml: CONFIG_ERRORS.invalid_yaml,
-  unknown_key: CONFIG_ERRORS.unknown_key,
-  invalid_type: CONFIG_ERRORS.invalid_type,
-  invalid_value: CONFIG_ERRORS.invalid_value,
-} as const;
-
+export const SIEVE_CONFIG_ERRORS = CONFIG_ERRORS;
 /** A code of {@link SIEVE_CONFIG_ERRORS}. */
-export type SieveConfigErrorCode = keyof typeof SIEVE_CONFIG_ERRORS;
+export type SieveConfigErrorCode = ConfigErrorCode;
 
-/**
- * A configuration error naming the option (dotted path, environment variable or flag): the
- * shared `ConfigError` of `@sieve/config`, which the components throw too, under the name
- * this package has always exported.
- */
+/** A configuration error naming the option: `@sieve/config`'s `ConfigError`, by its older name. */
 export const SieveConfigError = ConfigError;
 /** An instance of {@link SieveConfigError}. */
 export type SieveConfigError = ConfigError;
@@ -101,193 +107,208 @@ export interface SieveConfigSources {
   readonly flags?: { readonly port?: string; readonly dataDir?: string; readonly host?: string };
 }
 
-type Kind = "string" | "port" | "optionalPort" | "partitions" | "boolean" | "list";
+// The shared options, one schema per top-level section, read like a component's section.
+// Their variables follow the one rule (`SIEVE_` + dotted path); the names they had before
+// the rule are still read (envAliases).
 
-/** One option: its dotted path, kind, default and environment variable. */
-interface Option {
-  readonly path: string;
-  readonly kind: Kind;
-  readonly env: string;
-  readonly fallback: string | number | boolean | readonly string[] | null;
-}
+const ROOT = defineSchema({
+  section: "",
+  defaults: { dataDir: "./data", authEnabled: false, logLevel: "info" },
+  docs: {
+    dataDir: "local data: write-ahead log and filesystem store (`--data-dir`)",
+    authEnabled:
+      "require `X-Scope-OrgID` on pushes and queries (Loki's `auth_enabled`); off, every request is tenant `fake`",
+    logLevel: "pino level: `fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`",
+  },
+});
 
-// Config is data: every option in one line (STYLE.md 11). Empty directories default under dataDir.
-const OPTIONS: readonly Option[] = [
-  { path: "server.host", kind: "string", env: "SIEVE_HOST", fallback: "0.0.0.0" },
-  { path: "server.port", kind: "port", env: "SIEVE_PORT", fallback: 3100 },
-  {
-    path: "server.internalPort",
-    kind: "optionalPort",
-    env: "SIEVE_INTERNAL_PORT",
-    fallback: null,
+const SERVER = defineSchema({
+  section: "server",
+  defaults: { host: "0.0.0.0", port: 3100, internalPort: null as number | null },
+  ranges: { port: [0, 65535], internalPort: [0, 65535] },
+  envAliases: { host: "SIEVE_HOST", port: "SIEVE_PORT", internalPort: "SIEVE_INTERNAL_PORT" },
+  docs: {
+    host: "address to listen on (`--host`)",
+    port: "HTTP port of every route of the process (`--port`)",
+    internalPort: "internal APIs' port (`/flush`, ingester, gateway); unset: `server.port`",
   },
-  { path: "dataDir", kind: "string", env: "SIEVE_DATA_DIR", fallback: "./data" },
-  { path: "storage.backend", kind: "string", env: "SIEVE_STORAGE_BACKEND", fallback: "filesystem" },
-  { path: "storage.dir", kind: "string", env: "SIEVE_STORAGE_DIR", fallback: "" },
-  { path: "storage.s3.bucket", kind: "string", env: "SIEVE_S3_BUCKET", fallback: "" },
-  { path: "storage.s3.region", kind: "string", env: "SIEVE_S3_REGION", fallback: "" },
-  { path: "storage.s3.endpoint", kind: "string", env: "SIEVE_S3_ENDPOINT", fallback: "" },
-  {
-    path: "storage.s3.forcePathStyle",
-    kind: "boolean",
-    env: "SIEVE_S3_FORCE_PATH_STYLE",
-    fallback: false,
+});
+
+const STORAGE = defineSchema({
+  section: "storage",
+  defaults: {
+    backend: "filesystem",
+    dir: "",
+    s3: { bucket: "", region: "", endpoint: "", forcePathStyle: false },
   },
-  { path: "queue.backend", kind: "string", env: "SIEVE_QUEUE_BACKEND", fallback: "wal" },
-  { path: "queue.partitions", kind: "partitions", env: "SIEVE_QUEUE_PARTITIONS", fallback: 4 },
-  { path: "queue.walDir", kind: "string", env: "SIEVE_WAL_DIR", fallback: "" },
-  { path: "queue.kafka.brokers", kind: "list", env: "SIEVE_KAFKA_BROKERS", fallback: [] },
-  { path: "queue.kafka.topic", kind: "string", env: "SIEVE_KAFKA_TOPIC", fallback: "sieve-push" },
-  {
-    path: "queue.kafka.groupId",
-    kind: "string",
-    env: "SIEVE_KAFKA_GROUP_ID",
-    fallback: "sieve-ingesters",
+  group: "s3",
+  envAliases: {
+    "s3.bucket": "SIEVE_S3_BUCKET",
+    "s3.region": "SIEVE_S3_REGION",
+    "s3.endpoint": "SIEVE_S3_ENDPOINT",
+    "s3.forcePathStyle": "SIEVE_S3_FORCE_PATH_STYLE",
   },
-  { path: "cluster.ingesterUrls", kind: "list", env: "SIEVE_INGESTER_URLS", fallback: [] },
-  {
-    path: "cluster.bloomGatewayUrls",
-    kind: "list",
-    env: "SIEVE_BLOOM_GATEWAY_URLS",
-    fallback: [],
+  shownDefaults: { dir: "`<dataDir>/store`", "s3.region": "SDK chain", "s3.endpoint": "AWS" },
+  docs: {
+    backend: "`filesystem` or `s3`",
+    dir: "root of the filesystem store",
+    s3: {
+      bucket: "bucket (must exist); required with `s3`",
+      region: "region",
+      endpoint: "endpoint of an S3-compatible store, e.g. `http://127.0.0.1:9000`",
+      forcePathStyle: "path-style addressing (MinIO needs it)",
+    },
   },
+});
+
+const QUEUE = defineSchema({
+  section: "queue",
+  defaults: {
+    backend: "wal",
+    partitions: 4,
+    walDir: "",
+    kafka: { brokers: [] as string[], topic: "sieve-push", groupId: "sieve-ingesters" },
+  },
+  group: "kafka",
+  ranges: { partitions: [1, 4096] },
+  envAliases: {
+    walDir: "SIEVE_WAL_DIR",
+    "kafka.brokers": "SIEVE_KAFKA_BROKERS",
+    "kafka.topic": "SIEVE_KAFKA_TOPIC",
+    "kafka.groupId": "SIEVE_KAFKA_GROUP_ID",
+  },
+  shownDefaults: { walDir: "`<dataDir>/wal`" },
+  docs: {
+    backend: "`wal` (one process) or `kafka`",
+    partitions: "partitions of the log or the topic (fixed once created)",
+    walDir: "write-ahead log directory",
+    kafka: {
+      brokers: "`host:port` list (comma-separated in the environment)",
+      topic: "topic, created with `queue.partitions` if missing",
+      groupId: "consumer group of the ingesters",
+    },
+  },
+});
+
+const CLUSTER = defineSchema({
+  section: "cluster",
+  defaults: { ingesterUrls: [] as string[], bloomGatewayUrls: [] as string[] },
+  envAliases: { ingesterUrls: "SIEVE_INGESTER_URLS", bloomGatewayUrls: "SIEVE_BLOOM_GATEWAY_URLS" },
+  docs: {
+    ingesterUrls:
+      "every ingester's base URL, for a separate querier (which refuses to start without, unless `querier.queryStoreOnly`)",
+    bloomGatewayUrls: "the gateways' base URLs; empty: the querier prunes in process",
+  },
+});
+
+/** Each component's schema, by its section: the components own their options. */
+export const COMPONENT_SCHEMAS = {
+  distributor: loadDistributorConfig.schema,
+  ingester: loadIngesterConfig.schema,
+  querier: loadQuerierConfig.schema,
+  bloomGateway: loadGatewayConfig.schema,
+} as const;
+
+/** The shared options, documented: for `sieve --help` and docs/configuration.md. */
+export const SIEVE_OPTIONS: readonly OptionRow[] = [
+  ...optionRows(SERVER, "server."),
+  ...optionRows(ROOT),
+  ...optionRows(STORAGE, "storage."),
+  ...optionRows(QUEUE, "queue."),
+  ...optionRows(CLUSTER, "cluster."),
 ];
 
-/** The documented options, for `sieve --help` and docs/configuration.md. */
-export const SIEVE_OPTIONS: readonly Pick<Option, "path" | "env" | "fallback">[] = OPTIONS;
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+/** Refuses a top-level key that is neither a shared option nor a section, by name. */
+function checkTopLevel(doc: Readonly<Mapping>): void {
+  const known = [
+    ...[SERVER, STORAGE, QUEUE, CLUSTER].map((s) => s.section),
+    ...ROOT.scalars,
+    ...Object.keys(COMPONENT_SCHEMAS),
+  ];
+  for (const key of Object.keys(doc)) {
+    if (!known.includes(key))
+      throw new ConfigError("unknown_key", key, `known: ${known.join(", ")}`);
+  }
+}
 
 /**
- * Defaults, then the file, then `SIEVE_*` environment variables, then flags; validated.
- * Unknown keys are refused by name, so a typo never silently keeps a default.
+ * The whole tree: defaults, then the file (read once), then `SIEVE_*` environment
+ * variables, then flags; every section validated. Unknown keys are refused by name, so a
+ * typo never silently keeps a default. The top-level `authEnabled` is what the
+ * distributor and the querier get unless their own (older) key is set.
  */
 export function loadSieveConfig(sources: SieveConfigSources = {}): SieveConfig {
   const env = sources.env ?? process.env;
-  const values = new Map<string, unknown>();
-  if (sources.file !== undefined) {
-    const doc = readConfigFile(sources.file);
-    flatten(doc, "", values);
-  }
-  const out: Record<string, unknown> = {};
-  for (const option of OPTIONS) {
-    let value: unknown = option.fallback;
-    if (values.has(option.path)) value = coerce(option, option.path, values.get(option.path));
-    const raw = env[option.env];
-    if (raw !== undefined) value = coerce(option, option.env, raw);
-    out[option.path] = value;
-  }
+  const doc = sources.file === undefined ? {} : readConfigFile(sources.file);
+  checkTopLevel(doc);
   const flags = sources.flags ?? {};
-  if (flags.port !== undefined) out["server.port"] = coerce(OPTIONS[1]!, "--port", flags.port);
-  if (flags.dataDir !== undefined) out.dataDir = flags.dataDir;
-  if (flags.host !== undefined) out["server.host"] = flags.host;
-  return build(out);
-}
+  const rootValues = Object.fromEntries(
+    ROOT.scalars.flatMap((k) => (k in doc ? [[k, doc[k]]] : [])),
+  );
+  let root = loadSection(ROOT, { values: rootValues, env });
+  if (flags.dataDir !== undefined)
+    root = applyText(ROOT, root, "dataDir", flags.dataDir, "--data-dir");
+  let server = loadSection(SERVER, { doc, env });
+  if (flags.port !== undefined) server = applyText(SERVER, server, "port", flags.port, "--port");
+  if (flags.host !== undefined) server = applyText(SERVER, server, "host", flags.host, "--host");
+  const storage = loadSection(STORAGE, { doc, env });
+  const queue = loadSection(QUEUE, { doc, env });
+  const cluster = loadSection(CLUSTER, { doc, env });
 
-function flatten(doc: Record<string, unknown>, prefix: string, into: Map<string, unknown>): void {
-  for (const [key, value] of Object.entries(doc)) {
-    const path = prefix + key;
-    if (prefix === "" && (COMPONENT_SECTIONS as readonly string[]).includes(key)) continue;
-    const known = OPTIONS.some((o) => o.path === path);
-    const parent = OPTIONS.some((o) => o.path.startsWith(path + "."));
-    if (known) into.set(path, value);
-    else if (parent && isMapping(value)) flatten(value, path + ".", into);
-    else {
-      const roots = new Set([...OPTIONS.map((o) => o.path.split(".")[0]!), ...COMPONENT_SECTIONS]);
-      throw new ConfigError("unknown_key", path, `known: ${[...roots].join(", ")}`);
-    }
+  if (!LOG_LEVELS.includes(root.logLevel)) {
+    throw new ConfigError("invalid_value", "logLevel", LOG_LEVELS.join(", "));
   }
-}
-
-function coerce(option: Option, name: string, raw: unknown): unknown {
-  const text = typeof raw === "string" ? raw.trim() : raw;
-  switch (option.kind) {
-    case "string":
-      if (typeof text !== "string") throw new ConfigError("invalid_value", name, "a string");
-      return text;
-    case "boolean":
-      if (typeof text === "boolean") return text;
-      if (text === "true" || text === "false") return text === "true";
-      throw new ConfigError("invalid_value", name, "true or false");
-    case "optionalPort":
-      // Unset (empty or null): no listener of its own; otherwise a port as below.
-      return text === "" || text === null ? null : coerce({ ...option, kind: "port" }, name, text);
-    case "port":
-    case "partitions": {
-      const n = typeof text === "number" ? text : Number(text);
-      const port = option.kind !== "partitions";
-      const max = port ? 65535 : 4096;
-      if (!Number.isInteger(n) || n < (port ? 0 : 1) || n > max) {
-        throw new ConfigError("invalid_value", name, `an integer up to ${max}`);
-      }
-      return n;
-    }
-    case "list":
-      if (Array.isArray(text) && text.every((v) => typeof v === "string")) return text;
-      if (typeof text === "string")
-        return text
-          .split(",")
-          .map((s) => s.trim())
-          .filter(Boolean);
-      throw new ConfigError("invalid_value", name, "a list of strings (or comma-separated)");
-  }
-}
-
-function build(v: Record<string, unknown>): SieveConfig {
-  const str = (path: string): string => v[path] as string;
-  const dataDir = resolve(str("dataDir"));
-  const under = (path: string, name: string): string => {
-    const dir = str(path);
-    if (dir === "") return join(dataDir, name);
-    return isAbsolute(dir) ? dir : resolve(dir);
-  };
-  const storageBackend = str("storage.backend");
-  if (storageBackend !== "filesystem" && storageBackend !== "s3") {
+  if (storage.backend !== "filesystem" && storage.backend !== "s3") {
     throw new ConfigError("invalid_value", "storage.backend", "filesystem or s3");
   }
-  const queueBackend = str("queue.backend");
-  if (queueBackend !== "wal" && queueBackend !== "kafka") {
+  if (queue.backend !== "wal" && queue.backend !== "kafka") {
     throw new ConfigError("invalid_value", "queue.backend", "wal or kafka");
   }
-  const config: SieveConfig = {
-    server: {
-      host: str("server.host"),
-      port: v["server.port"] as number,
-      internalPort: (v["server.internalPort"] as number | null) ?? undefined,
-    },
-    dataDir,
-    storage: {
-      backend: storageBackend,
-      dir: under("storage.dir", "store"),
-      s3: {
-        bucket: str("storage.s3.bucket"),
-        region: str("storage.s3.region"),
-        endpoint: str("storage.s3.endpoint"),
-        forcePathStyle: v["storage.s3.forcePathStyle"] as boolean,
-      },
-    },
-    queue: {
-      backend: queueBackend,
-      partitions: v["queue.partitions"] as number,
-      walDir: under("queue.walDir", "wal"),
-      kafka: {
-        brokers: v["queue.kafka.brokers"] as string[],
-        topic: str("queue.kafka.topic"),
-        groupId: str("queue.kafka.groupId"),
-      },
-    },
-    cluster: {
-      ingesterUrls: v["cluster.ingesterUrls"] as string[],
-      bloomGatewayUrls: v["cluster.bloomGatewayUrls"] as string[],
-    },
-  };
-  if (config.storage.backend === "s3" && config.storage.s3.bucket === "") {
+  if (storage.backend === "s3" && storage.s3.bucket === "") {
     throw new ConfigError("invalid_value", "storage.s3.bucket", "required with storage.backend s3");
   }
-  if (config.queue.backend === "kafka" && config.queue.kafka.brokers.length === 0) {
+  if (queue.backend === "kafka" && queue.kafka.brokers.length === 0) {
     throw new ConfigError(
       "invalid_value",
       "queue.kafka.brokers",
       "required with queue.backend kafka",
     );
   }
-  return config;
+
+  const dataDir = resolve(root.dataDir);
+  const under = (dir: string, name: string): string => {
+    if (dir === "") return join(dataDir, name);
+    return isAbsolute(dir) ? dir : resolve(dir);
+  };
+  const shared = { authEnabled: root.authEnabled };
+  return {
+    server: { ...server, internalPort: server.internalPort ?? undefined },
+    dataDir,
+    authEnabled: root.authEnabled,
+    logLevel: root.logLevel,
+    storage: { ...storage, backend: storage.backend, dir: under(storage.dir, "store") },
+    queue: { ...queue, backend: queue.backend, walDir: under(queue.walDir, "wal") },
+    cluster,
+    distributor: loadDistributorConfig({ doc, env, base: shared }),
+    ingester: loadIngesterConfig({ doc, env }),
+    querier: loadQuerierConfig({ doc, env, base: shared }),
+    bloomGateway: loadGatewayConfig({ doc, env }),
+  };
+}
+
+/**
+ * Checks what a target needs beyond a valid tree: a lone querier (`sieve querier`) must
+ * know the ingesters, or it would silently answer without every entry not yet flushed,
+ * unless `querier.queryStoreOnly` says that is the point. `sieve all` has its own ingester.
+ */
+export function checkTarget(config: SieveConfig, target: string): void {
+  if (target !== "querier" || config.cluster.ingesterUrls.length > 0) return;
+  if (config.querier.queryStoreOnly) return;
+  throw new ConfigError(
+    "invalid_value",
+    "cluster.ingesterUrls",
+    "`sieve querier` needs the ingesters' URLs (SIEVE_CLUSTER_INGESTER_URLS), or querier.queryStoreOnly: true to read only the object store",
+  );
 }

@@ -1,5 +1,7 @@
 /** The `sieve` command's parts, for tests and for embedding Sieve in another program. */
 export {
+  checkTarget,
+  COMPONENT_SCHEMAS,
   loadSieveConfig,
   readConfigFile,
   SieveConfigError,

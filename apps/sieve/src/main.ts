@@ -4,7 +4,7 @@
  * process on port 3100, with a write-ahead log and a filesystem store under `./data`.
  */
 import { parseArgs } from "node:util";
-import { pino } from "pino";
+import { pino, type Logger } from "pino";
 import { SIEVE_OPTIONS, loadSieveConfig } from "./config.js";
 import { TARGETS, start, type Target } from "./targets.js";
 
@@ -17,9 +17,9 @@ Options:
   --host H          address to listen on (default 0.0.0.0)
   -h, --help        this text
 
-Environment:
-${SIEVE_OPTIONS.map((o) => `  ${o.env.padEnd(26)} ${o.path}`).join("\n")}
-  SIEVE_LOG_LEVEL            pino level (default info)
+Environment (every option of the file is also SIEVE_ + its dotted path in UPPER_SNAKE_CASE,
+e.g. SIEVE_QUERIER_LIMITS_QUERY_TIMEOUT_MS; docs/configuration.md lists them all):
+${SIEVE_OPTIONS.map((o) => `  ${o.env.padEnd(34)} ${o.option}${o.alias === undefined ? "" : ` (or ${o.alias})`}`).join("\n")}
 `;
 
 function isTarget(name: string): name is Target {
@@ -57,9 +57,11 @@ async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
   const file = values["config-file"];
-  const logger = pino({ level: process.env.SIEVE_LOG_LEVEL ?? "info", base: { target } });
   let running;
+  let logger: Logger;
   try {
+    // The one read of the configuration: the file, the environment and the flags, every
+    // section validated; each component gets its typed section from `config`.
     const config = loadSieveConfig({
       ...(file !== undefined && { file }),
       flags: {
@@ -68,7 +70,8 @@ async function main(argv: readonly string[]): Promise<number> {
         ...(values.host !== undefined && { host: values.host }),
       },
     });
-    running = await start(target, { config, logger, ...(file !== undefined && { file }) });
+    logger = pino({ level: config.logLevel, base: { target } });
+    running = await start(target, { config, logger });
   } catch (error) {
     // Configuration and start-up errors are the user's to fix: say what, not a stack.
     process.stderr.write(`sieve: ${(error as Error).message}\n`);

@@ -2,29 +2,15 @@ import { hostname } from "node:os";
 import Fastify, { type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Registry, collectDefaultMetrics } from "prom-client";
-import type { SectionSources } from "@sieve/config";
-import {
-  BloomGateway,
-  BloomGatewayClient,
-  bloomGatewayPlugin,
-  loadConfig as loadGatewayConfig,
-} from "@sieve/bloom-gateway";
-import { distributorPlugin, loadConfig as loadDistributorConfig } from "@sieve/distributor";
+import { BloomGateway, BloomGatewayClient, bloomGatewayPlugin } from "@sieve/bloom-gateway";
+import { distributorPlugin } from "@sieve/distributor";
 import {
   DEFAULT_CONFIG as DEFAULT_INGESTER_CONFIG,
   IngesterHttpClient,
   createIngester,
-  loadConfig as loadIngesterConfig,
   type IngesterConfig,
 } from "@sieve/ingester";
-import {
-  QueryPool,
-  createQuerier,
-  querierPlugin,
-  loadConfig as loadQuerierConfig,
-  type QuerierConfig,
-  type WorkerSetup,
-} from "@sieve/querier";
+import { QueryPool, createQuerier, querierPlugin, type WorkerSetup } from "@sieve/querier";
 import {
   KafkaQueueConsumer,
   KafkaQueueWriter,
@@ -34,7 +20,7 @@ import {
   type QueueWriter,
 } from "@sieve/queue";
 import { openStore as openStorage, type ObjectStore, type StoreConfig } from "@sieve/storage";
-import type { SieveConfig } from "./config.js";
+import { checkTarget, type SieveConfig } from "./config.js";
 
 /** What `sieve <target>` can run. */
 export const TARGETS = ["all", "distributor", "ingester", "bloom-gateway", "querier"] as const;
@@ -52,11 +38,9 @@ export interface Running {
   close(): Promise<void>;
 }
 
-/** Where configuration comes from, passed through to each component's own loader. */
+/** What a target starts from: the whole tree, read once (`loadSieveConfig`), and a logger. */
 export interface StartOptions {
   readonly config: SieveConfig;
-  readonly file?: string;
-  readonly env?: Readonly<Record<string, string | undefined>>;
   readonly logger: Logger;
 }
 
@@ -95,7 +79,6 @@ export function openStore(config: SieveConfig): ObjectStore {
 /** The bloom gateway a querier without one in process uses: remote, or its own. */
 function chunkFilterOf(
   config: SieveConfig,
-  sources: SectionSources,
   store: ObjectStore,
   logger: Logger,
   registry: Registry,
@@ -104,7 +87,7 @@ function chunkFilterOf(
   // Without gateway addresses a lone querier prunes in process over the same store.
   return urls.length > 0
     ? new BloomGatewayClient({ urls, logger })
-    : new BloomGateway(loadGatewayConfig(sources), store, logger, registry);
+    : new BloomGateway(config.bloomGateway, store, logger, registry);
 }
 
 /**
@@ -112,21 +95,13 @@ function chunkFilterOf(
  * a gateway of its own over the store; the ingesters' addresses, or this process's
  * ingester (over a port).
  */
-function querierSetup(
-  config: SieveConfig,
-  querierConfig: QuerierConfig,
-  sources: SectionSources,
-  localIngester: boolean,
-  logger: Logger,
-): WorkerSetup {
+function querierSetup(config: SieveConfig, localIngester: boolean, logger: Logger): WorkerSetup {
   const { ingesterUrls, bloomGatewayUrls } = config.cluster;
   return {
-    config: querierConfig,
+    config: config.querier,
     store: storeConfig(config),
     chunkFilter:
-      bloomGatewayUrls.length > 0
-        ? { urls: bloomGatewayUrls }
-        : { local: loadGatewayConfig(sources) },
+      bloomGatewayUrls.length > 0 ? { urls: bloomGatewayUrls } : { local: config.bloomGateway },
     ingesters: localIngester ? "port" : ingesterUrls.length > 0 ? { urls: ingesterUrls } : "none",
     logLevel: logger.level,
   };
@@ -145,10 +120,7 @@ function kafkaOptions(config: SieveConfig) {
  */
 export async function start(target: Target, options: StartOptions): Promise<Running> {
   const { config, logger } = options;
-  const sources = {
-    ...(options.file !== undefined && { file: options.file }),
-    ...(options.env !== undefined && { env: options.env }),
-  };
+  checkTarget(config, target);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   // A pino Logger as fastify's logger narrows the instance type; the plugins take the default one.
@@ -188,7 +160,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       }
       await app.register(
         distributorPlugin({
-          config: loadDistributorConfig(sources),
+          config: config.distributor,
           queue: writer,
           logger,
           registry,
@@ -208,7 +180,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         });
       }
       ingester = createIngester({
-        config: ingesterConfig(target, loadIngesterConfig(sources)),
+        config: ingesterConfig(target, config.ingester),
         consumer,
         store: store!,
         logger,
@@ -223,11 +195,10 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
 
     let gateway: BloomGateway | undefined;
     if (wants("bloom-gateway")) {
-      const gatewayConfig = loadGatewayConfig(sources);
-      gateway = new BloomGateway(gatewayConfig, store!, logger, registry);
+      gateway = new BloomGateway(config.bloomGateway, store!, logger, registry);
       await internal.register(
         bloomGatewayPlugin({
-          config: gatewayConfig,
+          config: config.bloomGateway,
           store: store!,
           logger,
           registry,
@@ -238,7 +209,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
     }
 
     if (wants("querier")) {
-      const querierConfig = loadQuerierConfig(sources);
+      const querierConfig = config.querier;
       const common = {
         authEnabled: querierConfig.authEnabled,
         registry,
@@ -252,7 +223,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         const pool = new QueryPool({
           workers: querierConfig.workers,
           heapMb: querierConfig.workerHeapMb,
-          setup: querierSetup(config, querierConfig, sources, ingester !== undefined, logger),
+          setup: querierSetup(config, ingester !== undefined, logger),
           ...(ingester !== undefined && { ingesters: ingester.ingester }),
           registry,
           logger,
@@ -264,7 +235,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         const querier = createQuerier({
           config: querierConfig,
           store: store!,
-          chunkFilter: gateway ?? chunkFilterOf(config, sources, store!, logger, registry),
+          chunkFilter: gateway ?? chunkFilterOf(config, store!, logger, registry),
           registry,
           logger,
           ...(ingester !== undefined

@@ -1,8 +1,9 @@
 /**
- * Every way a configuration can be refused, shared by all components so the same bad file
- * gets the same code whichever component reads it. `invalid_value` is the `sieve`
- * command's code for a value of the wrong kind or range; the components say which of
- * `invalid_type` or `out_of_range` it is.
+ * Every way a configuration can be refused: the one table of the whole tree (the `sieve`
+ * command's shared options and every component's section), so the same bad file gets the
+ * same code whichever part reads it. `invalid_value` is a value that is missing where
+ * another option requires it, or not one of a fixed set (`storage.backend`); a value of the
+ * wrong kind is `invalid_type` and one outside its bounds `out_of_range`, everywhere.
  */
 export const CONFIG_ERRORS = {
   unreadable_file: "cannot read the configuration file",
@@ -28,7 +29,8 @@ export class ConfigError extends Error {
   constructor(
     readonly code: ConfigErrorCode,
     readonly key: string,
-    detail: string,
+    /** What was wrong, after the code's words and the key. */
+    readonly detail: string,
   ) {
     super(`${CONFIG_ERRORS[code]}: ${key}: ${detail}`);
   }

@@ -1,21 +1,38 @@
 /**
- * What every component's configuration loader shares: the YAML file and its sections,
- * typed errors, coercion of file and environment values, `SIEVE_<COMPONENT>_*` variables,
- * per-tenant overrides. Each component keeps only its options, defaults and rules.
+ * The one configuration tree of Sieve: the YAML file, read once, with shared top-level
+ * options and a section per component; typed errors from one table; coercion of file and
+ * environment values; one variable naming rule (`SIEVE_` + the option's dotted path in
+ * UPPER_SNAKE_CASE); per-tenant overrides; every option's doc line, from which
+ * docs/configuration.md is generated. Each component keeps only its options, defaults and
+ * rules (its schema); the `sieve` command composes them.
  */
 export { CONFIG_ERRORS, ConfigError } from "./errors.js";
 export type { ConfigErrorCode } from "./errors.js";
 export { isMapping, readConfigFile, section } from "./file.js";
 export type { Mapping } from "./file.js";
-export { checkRange, coerce, envName } from "./coerce.js";
-export type { Scalar } from "./coerce.js";
+export { checkRange, coerce, coerceValue, envName } from "./coerce.js";
+export type { Scalar, Value } from "./coerce.js";
 export {
   applyEnv,
+  applyText,
   applyValues,
   defineSchema,
   forTenant,
   loadSection,
+  optionEnvName,
+  optionPaths,
+  sectionEnvPrefix,
+  sectionLoader,
   tenantViews,
 } from "./schema.js";
-export type { Env, Schema, SchemaSpec, SectionSources } from "./schema.js";
+export type {
+  Env,
+  OptionDocs,
+  Schema,
+  SchemaSpec,
+  SectionLoader,
+  SectionSources,
+} from "./schema.js";
+export { markdownTable, optionRows, optionsTable } from "./docs.js";
+export type { OptionRow } from "./docs.js";
 export { MAX_TENANT_ID_LENGTH, tenantIdError } from "./tenant.js";

@@ -1,5 +1,5 @@
-import { defineSchema, loadSection } from "@sieve/config";
-import type { Env } from "@sieve/config";
+import { defineSchema, sectionLoader } from "@sieve/config";
+import type { SectionLoader, SectionSources } from "@sieve/config";
 
 /** The bloom gateway's configuration. Sizes in bytes, durations in milliseconds. */
 export interface BloomGatewayConfig {
@@ -42,33 +42,43 @@ export const DEFAULT_CONFIG: BloomGatewayConfig = {
 export { CONFIG_ERRORS, ConfigError } from "@sieve/config";
 export type { ConfigErrorCode } from "@sieve/config";
 
-/** Where configuration comes from: a YAML file (its `bloomGateway` section) and the environment. */
-export interface ConfigSources {
-  readonly file?: string;
-  /** Environment variables (default `process.env`); see {@link ENV_PREFIX}. */
-  readonly env?: Env;
-  /** Values that win over both (the `sieve` command's flags, tests). */
-  readonly overrides?: Partial<BloomGatewayConfig>;
-}
+/**
+ * Where configuration comes from: the file (read here, or already read by the `sieve`
+ * command), the environment (default `process.env`), then `overrides` (flags, tests).
+ */
+export type ConfigSources = SectionSources;
+
+/** Every option is a positive integer (a zero budget, timeout or size would serve nothing). */
+const SCHEMA = defineSchema({
+  section: "bloomGateway",
+  defaults: DEFAULT_CONFIG,
+  min: 1,
+  docs: {
+    cacheMaxBytes:
+      "byte budget of the LRU of bloom blocks (bytes and decoded bit arrays, plus 200 bytes a record)",
+    maxBlockBytes:
+      "largest bloom block loaded and cached whole; a larger one is read one record per series",
+    maxBloomRecordBytes:
+      "a series' bloom record larger than this is not read: its refs are kept (`oversized_bloom`)",
+    readTimeoutMs:
+      "longest wait for one series' bloom (its block's load); past it the refs are kept (`timeout`)",
+    maxConcurrentReads:
+      "series one request tests at once (their blocks load concurrently, each once)",
+    maxRequestBytes:
+      "largest `POST /bloomgateway/v1/filter` body (413 above); about 2 M chunk refs",
+    maxSeriesPerRequest: "most series in one request (400 above)",
+  },
+});
 
 /**
  * Environment variables override the file: `SIEVE_BLOOM_GATEWAY_` + the option in
  * UPPER_SNAKE_CASE, e.g. `SIEVE_BLOOM_GATEWAY_CACHE_MAX_BYTES=1073741824`.
  */
-export const ENV_PREFIX = "SIEVE_BLOOM_GATEWAY_";
-
-/** Every option is a positive integer (a zero budget, timeout or size would serve nothing). */
-const SCHEMA = defineSchema({
-  section: "bloomGateway",
-  envPrefix: ENV_PREFIX,
-  defaults: DEFAULT_CONFIG,
-  min: 1,
-});
+export const ENV_PREFIX = SCHEMA.envPrefix;
 
 /**
  * Reads the configuration: defaults, the file's `bloomGateway` section, the environment,
- * then `overrides`; throws a {@link ConfigError} naming the first bad option.
+ * then `overrides`; throws a {@link ConfigError} naming the first bad option. Carries its
+ * schema (`loadConfig.schema`) for the `sieve` command.
  */
-export function loadConfig(sources: ConfigSources = {}): BloomGatewayConfig {
-  return loadSection(SCHEMA, sources);
-}
+export const loadConfig: SectionLoader<BloomGatewayConfig> = sectionLoader(SCHEMA);

@@ -1,12 +1,16 @@
 import { availableParallelism } from "node:os";
-import { checkRange, defineSchema, loadSection, tenantIdError, tenantViews } from "@sieve/config";
-import type { Env } from "@sieve/config";
+import { checkRange, defineSchema, sectionLoader, tenantIdError, tenantViews } from "@sieve/config";
+import type { SectionLoader, SectionSources } from "@sieve/config";
 import { DEFAULT_LIMITS } from "./limits.js";
 import type { TenantLimits } from "./limits.js";
 
 /** The distributor's configuration. Sizes in bytes, durations in milliseconds. */
 export interface DistributorConfig {
-  /** Whether X-Scope-OrgID is required (multi-tenant). Off: every push is tenant `fake`. */
+  /**
+   * Whether X-Scope-OrgID is required (multi-tenant). Off: every push is tenant `fake`.
+   * The `sieve` command sets it from the top-level `authEnabled`; this section's own key
+   * (older) still wins when given.
+   */
   readonly authEnabled: boolean;
   /** Largest request body as received, before decompression (413 above). */
   readonly maxBodyBytes: number;
@@ -58,41 +62,64 @@ export const DEFAULT_CONFIG: DistributorConfig = {
 export { CONFIG_ERRORS, ConfigError } from "@sieve/config";
 export type { ConfigErrorCode } from "@sieve/config";
 
-/** Where configuration comes from: a YAML file (optional) and the environment. */
-export interface ConfigSources {
-  /** Path of a YAML file; its `distributor` section is read. */
-  readonly file?: string;
-  /** Environment variables (default `process.env`); see {@link ENV_PREFIX}. */
-  readonly env?: Env;
-}
-
 /**
- * Environment variables override the file: `SIEVE_DISTRIBUTOR_` + the option in
- * UPPER_SNAKE_CASE (`SIEVE_DISTRIBUTOR_AUTH_ENABLED=true`,
- * `SIEVE_DISTRIBUTOR_MAX_BODY_BYTES=1048576`), and `SIEVE_DISTRIBUTOR_LIMITS_` + a limit
- * (`SIEVE_DISTRIBUTOR_LIMITS_INGESTION_RATE_BYTES=8388608`).
+ * Where configuration comes from: the file (read here, or already read by the `sieve`
+ * command), values inherited from the top level, and the environment (default `process.env`).
  */
-export const ENV_PREFIX = "SIEVE_DISTRIBUTOR_";
+export type ConfigSources = SectionSources;
 
 /** Every option is an integer ≥ 0 or a boolean; overrides are for tenants a push could name. */
 const SCHEMA = defineSchema({
   section: "distributor",
-  envPrefix: ENV_PREFIX,
   defaults: DEFAULT_CONFIG,
   group: "limits",
   tenantError: tenantIdError,
   min: 0,
+  shownDefaults: { decodeThreads: "one per core" },
+  docs: {
+    authEnabled:
+      "require `X-Scope-OrgID` (off: every push is tenant `fake`); older than the top-level `authEnabled`, which it overrides here",
+    maxBodyBytes: "largest request body as received, before decompression (413 above)",
+    maxDecompressedBytes: "largest body after gzip, deflate or snappy (413 above)",
+    decodeThreads: "worker threads that inflate, decode and validate pushes; 0: inline",
+    decodeWorkerHeapMb: "heap cap of each decode worker, MiB (a push needing more gets a 413)",
+    inlineDecodeMaxBytes: "uncompressed bodies up to this size are decoded on the main thread",
+    tenantIdleMs: "idle tenant limiter state is forgotten once it equals a new one's",
+    limits: {
+      maxLineBytes: "longest line (`max_line_size`); 0 = no limit",
+      maxLabelNamesPerSeries: "label names per stream, `service_name` not counted",
+      maxLabelNameLength: "longest label name, bytes",
+      maxLabelValueLength: "longest label value, bytes",
+      rejectOldSamples: "refuse entries older than `rejectOldSamplesMaxAgeMs`",
+      rejectOldSamplesMaxAgeMs:
+        "oldest entry accepted, back from now (`reject_old_samples_max_age`)",
+      creationGracePeriodMs: "how far in the future an entry may be (`creation_grace_period`)",
+      allowStructuredMetadata: "whether entries may carry structured metadata",
+      maxStructuredMetadataBytes: "names plus values of one entry's metadata; 0 = no limit",
+      maxStructuredMetadataCount: "metadata pairs on one entry; 0 = no limit",
+      ingestionRateBytes: "tenant rate, token bucket refill per second (`ingestion_rate_mb`: 4)",
+      ingestionBurstBytes: "tenant burst, bucket size (`ingestion_burst_size_mb`: 6)",
+      perStreamRateBytes: "one stream's rate per second (`per_stream_rate_limit`: 3MB)",
+      perStreamBurstBytes: "one stream's burst (`per_stream_rate_limit_burst`: 15MB)",
+      maxNewStreamsPerHour: "new streams admitted per hour (series limiter)",
+      maxNewStreamsPerDay: "new streams admitted per day (series limiter)",
+    },
+  },
 });
+
+/**
+ * Environment variables override the file: `SIEVE_DISTRIBUTOR_` + the option's path in
+ * UPPER_SNAKE_CASE (`SIEVE_DISTRIBUTOR_MAX_BODY_BYTES=1048576`,
+ * `SIEVE_DISTRIBUTOR_LIMITS_INGESTION_RATE_BYTES=8388608`).
+ */
+export const ENV_PREFIX = SCHEMA.envPrefix;
 
 /**
  * Reads the configuration: defaults, then the file's `distributor` section, then the
  * environment; validates it and throws a {@link ConfigError} naming the first bad option.
+ * Carries its schema (`loadConfig.schema`) for the `sieve` command.
  */
-export function loadConfig(sources: ConfigSources = {}): DistributorConfig {
-  const config = loadSection(SCHEMA, sources);
-  validate(config);
-  return config;
-}
+export const loadConfig: SectionLoader<DistributorConfig> = sectionLoader(SCHEMA, validate);
 
 /**
  * Sizes, rates, bursts and label limits must be > 0 (0 would refuse every push); a worker

@@ -3,11 +3,11 @@ import {
   ConfigError,
   defineSchema,
   forTenant,
-  loadSection,
+  sectionLoader,
   tenantIdError,
   tenantViews,
 } from "@sieve/config";
-import type { Env } from "@sieve/config";
+import type { SectionLoader, SectionSources } from "@sieve/config";
 
 /** Per-tenant bloom options; `overrides` may change them for one tenant. */
 export interface TenantBloomConfig {
@@ -89,22 +89,12 @@ export const DEFAULT_CONFIG: IngesterConfig = {
 export { CONFIG_ERRORS, ConfigError } from "@sieve/config";
 export type { ConfigErrorCode } from "@sieve/config";
 
-/** Where configuration comes from: a YAML file (optional) and the environment. */
-export interface ConfigSources {
-  /** Path of a YAML file; its `ingester` section is read. */
-  readonly file?: string;
-  /** Environment variables (default `process.env`); see {@link ENV_PREFIX}. */
-  readonly env?: Env;
-  /** Applied after the file and before the environment (e.g. command-line flags). */
-  readonly values?: Readonly<Record<string, unknown>>;
-}
-
 /**
- * Environment variables override the file: `SIEVE_INGESTER_` + the option in
- * UPPER_SNAKE_CASE (`SIEVE_INGESTER_CHUNK_TARGET_BYTES=1048576`), and
- * `SIEVE_INGESTER_BLOOMS_` + a bloom option (`SIEVE_INGESTER_BLOOMS_NGRAM_LENGTH=4`).
+ * Where configuration comes from: the file (read here, or already read by the `sieve`
+ * command), `values` (applied after the file and before the environment, e.g. command-line
+ * flags), and the environment (default `process.env`).
  */
-export const ENV_PREFIX = "SIEVE_INGESTER_";
+export type ConfigSources = SectionSources;
 
 /** Inclusive bounds of the numeric options. */
 const RANGES: Record<string, readonly [number, number]> = {
@@ -131,22 +121,56 @@ const INSTANCE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 /** Numbers are checked against {@link RANGES} after every source, so none has a minimum when read. */
 const SCHEMA = defineSchema({
   section: "ingester",
-  envPrefix: ENV_PREFIX,
   defaults: DEFAULT_CONFIG,
   group: "blooms",
   tenantError: tenantIdError,
+  docs: {
+    instanceId:
+      "this ingester's name in index segment and bloom block ids, `[A-Za-z0-9_.-]{1,64}`; unique per ingester (`sieve ingester` defaults it to the host name, as Loki does)",
+    chunkTargetBytes:
+      "a head is cut and flushed once its compressed size reaches this (reason `full`; Loki's 1.5 MB)",
+    chunkBlockBytes: "uncompressed bytes at which a chunk block is cut",
+    chunkIdleMs: "a head with no new entry this long is flushed (reason `idle`; Loki's 30m)",
+    chunkMaxAgeMs: "a head older than this is flushed (reason `max_age`; Loki's 2h)",
+    flushCheckIntervalMs:
+      "how often heads are checked for idle and age, and idle partitions committed",
+    flushConcurrency: "partitions flushed at the same time",
+    flushWriteConcurrency: "object writes in flight within one partition's flush",
+    flushRetryMaxBackoffMs:
+      "longest pause between retries of a failed flush (from 100 ms, doubling)",
+    maxPendingFlushBytes:
+      "cut chunks of one partition waiting for their flush past which its consumption waits",
+    recoveryGraceMs:
+      "at assignment, how long another ingester's incomplete flush manifest may take to complete before it is rolled back",
+    handoverDelayMs:
+      "Kafka rebalance: wait before recovering a partition another ingester gave up, so its revocation flush is done",
+    maxBloomBytes: "a series bloom past this is dropped and recorded as missing (`too_large`)",
+    maxEntriesPerQuery:
+      "entries one ingester query may return (`limit` 0 included): more is `too_many_entries`",
+    maxSeriesPerQuery: "series one series request may return: more is `too_many_series`",
+    blooms: {
+      bloomsEnabled:
+        'off: the tenant\'s chunks are indexed with a missing bloom (`disabled`, "may match")',
+      ngramLength:
+        "line n-grams of this many code points go into the bloom; 0 = off (Loki's default)",
+      ngramSkip: "code points skipped between n-grams (Loki's `bloom_ngram_skip`)",
+    },
+  },
 });
+
+/**
+ * Environment variables override the file: `SIEVE_INGESTER_` + the option's path in
+ * UPPER_SNAKE_CASE (`SIEVE_INGESTER_CHUNK_TARGET_BYTES=1048576`,
+ * `SIEVE_INGESTER_BLOOMS_NGRAM_LENGTH=4`).
+ */
+export const ENV_PREFIX = SCHEMA.envPrefix;
 
 /**
  * Reads the configuration: defaults, then the file's `ingester` section, then `values`,
  * then the environment; validates it and throws a {@link ConfigError} naming the first bad
- * option.
+ * option. Carries its schema (`loadConfig.schema`) for the `sieve` command.
  */
-export function loadConfig(sources: ConfigSources = {}): IngesterConfig {
-  const config = loadSection(SCHEMA, sources);
-  validateConfig(config);
-  return config;
-}
+export const loadConfig: SectionLoader<IngesterConfig> = sectionLoader(SCHEMA, validateConfig);
 
 /** Checks ranges and relations; throws a {@link ConfigError} naming the first bad option. */
 export function validateConfig(config: IngesterConfig): void {

@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
-import { checkRange, defineSchema, forTenant, loadSection, tenantIdError } from "@sieve/config";
-import type { Env } from "@sieve/config";
+import { checkRange, defineSchema, forTenant, sectionLoader, tenantIdError } from "@sieve/config";
+import type { SectionLoader, SectionSources } from "@sieve/config";
 
 /**
  * Per-tenant query limits, Loki's where Loki has one (`limits_config`). Durations in
@@ -40,8 +40,18 @@ export const DEFAULT_QUERY_LIMITS: QueryLimits = {
 
 /** The querier's configuration. Sizes in bytes. */
 export interface QuerierConfig {
-  /** Whether X-Scope-OrgID is required. Off: every query is tenant `fake`. */
+  /**
+   * Whether X-Scope-OrgID is required. Off: every query is tenant `fake`. The `sieve`
+   * command sets it from the top-level `authEnabled`; this section's own key (older) still
+   * wins when given.
+   */
   readonly authEnabled: boolean;
+  /**
+   * Loki's `query_store_only`: a lone querier (`sieve querier`) reads only the object
+   * store, on purpose. Off, it refuses to start without ingester addresses, since it would
+   * silently miss every entry not yet flushed.
+   */
+  readonly queryStoreOnly: boolean;
   /** Chunk fetches in flight per query (the bounded pool). */
   readonly maxConcurrentFetches: number;
   /** Byte budget of the chunk cache (encoded chunk objects), shared by all queries. */
@@ -64,6 +74,7 @@ export interface QuerierConfig {
 /** Defaults that work with no file. */
 export const DEFAULT_CONFIG: QuerierConfig = {
   authEnabled: false,
+  queryStoreOnly: false,
   maxConcurrentFetches: 8,
   chunkCacheBytes: 256 * 1024 * 1024,
   segmentCacheBytes: 64 * 1024 * 1024,
@@ -77,43 +88,65 @@ export const DEFAULT_CONFIG: QuerierConfig = {
 export { CONFIG_ERRORS, ConfigError } from "@sieve/config";
 export type { ConfigErrorCode } from "@sieve/config";
 
-/** Where configuration comes from: a YAML file (its `querier` section) and the environment. */
-export interface ConfigSources {
-  readonly file?: string;
-  /** Environment variables (default `process.env`); see {@link ENV_PREFIX}. */
-  readonly env?: Env;
-}
-
 /**
- * Environment variables override the file: `SIEVE_QUERIER_` + the option in
- * UPPER_SNAKE_CASE (`SIEVE_QUERIER_AUTH_ENABLED=true`), and `SIEVE_QUERIER_LIMITS_` + a
- * limit (`SIEVE_QUERIER_LIMITS_MAX_QUERY_LENGTH_MS=3600000`).
+ * Where configuration comes from: the file (read here, or already read by the `sieve`
+ * command), values inherited from the top level, and the environment (default `process.env`).
  */
-export const ENV_PREFIX = "SIEVE_QUERIER_";
+export type ConfigSources = SectionSources;
 
 /** Every number is an integer ≥ 0 (a limit of 0 is no limit); any tenant may have overrides. */
 const SCHEMA = defineSchema({
   section: "querier",
-  envPrefix: ENV_PREFIX,
   defaults: DEFAULT_CONFIG,
   group: "limits",
   min: 0,
   tenantError: tenantIdError,
+  shownDefaults: { workers: "one per core" },
+  docs: {
+    authEnabled:
+      "require `X-Scope-OrgID` (off: every query reads tenant `fake`); older than the top-level `authEnabled`, which it overrides here",
+    queryStoreOnly:
+      "`sieve querier` reads only the object store, on purpose (Loki's `query_store_only`); off, it needs `cluster.ingesterUrls`",
+    maxConcurrentFetches: "chunk fetches in flight per query, ahead of the reader (bounded pool)",
+    chunkCacheBytes: "byte budget of the LRU of encoded chunks, shared by every query",
+    segmentCacheBytes: "byte budget of the LRU of decoded index segments (by their encoded size)",
+    workers: "worker threads running queries, one query each; 0: on the main thread",
+    workerHeapMb: "V8 heap cap of each query worker, MiB (a query past it gets a 400)",
+    limits: {
+      maxQueryLengthMs: "longest `end - start` (`max_query_length`); 0 = no limit",
+      maxEntriesLimitPerQuery: "largest `limit` of a log query (`max_entries_limit_per_query`)",
+      maxChunksPerQuery: "chunk refs a query may match in the index (`max_chunks_per_query`)",
+      queryTimeoutMs: "a query running longer answers 504 (`query_timeout`); 0 = none",
+      maxMetricQueryEntries:
+        "entries a metric query may hold in memory (Sieve's own bound); 0 = no limit",
+      maxQueryMemoryBytes:
+        "bytes a query may hold: lines kept for the answer, rows for metric evaluation, entries from the ingesters (400 past it); 0 = no limit",
+    },
+  },
 });
 
 /**
- * Reads the configuration: defaults, then the file's `querier` section, then the
- * environment; validates it and throws a {@link ConfigError} naming the first bad option.
+ * Environment variables override the file: `SIEVE_QUERIER_` + the option's path in
+ * UPPER_SNAKE_CASE (`SIEVE_QUERIER_CHUNK_CACHE_BYTES=1073741824`,
+ * `SIEVE_QUERIER_LIMITS_MAX_QUERY_LENGTH_MS=3600000`).
  */
-export function loadConfig(sources: ConfigSources = {}): QuerierConfig {
-  const config = loadSection(SCHEMA, sources);
+export const ENV_PREFIX = SCHEMA.envPrefix;
+
+/** Counts and budgets must be > 0; `workers` 0 runs queries on the main thread. */
+function validate(config: QuerierConfig): void {
   checkRange("maxConcurrentFetches", config.maxConcurrentFetches, 1);
   checkRange("chunkCacheBytes", config.chunkCacheBytes, 1);
   checkRange("segmentCacheBytes", config.segmentCacheBytes, 1);
   checkRange("workers", config.workers, 0, 256);
   checkRange("workerHeapMb", config.workerHeapMb, 64);
-  return config;
 }
+
+/**
+ * Reads the configuration: defaults, then the file's `querier` section, then the
+ * environment; validates it and throws a {@link ConfigError} naming the first bad option.
+ * Carries its schema (`loadConfig.schema`) for the `sieve` command.
+ */
+export const loadConfig: SectionLoader<QuerierConfig> = sectionLoader(SCHEMA, validate);
 
 /** The limits of one tenant: the overrides over the defaults. */
 export function limitsFor(config: QuerierConfig, tenant: string): QueryLimits {
