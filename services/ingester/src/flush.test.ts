@@ -7,10 +7,12 @@ import { fingerprint } from "@sieve/labels";
 import { FsObjectStore } from "@sieve/storage";
 import type { ObjectStore } from "@sieve/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { recoverPartition, streamKey, writeFlush } from "./flush.js";
+import { writeFlush } from "./flush.js";
 import type { FlushJob, FlushStore, FlushStream } from "./flush.js";
 import { readStore, testLogger } from "./harness.test-helper.js";
 import { manifestPrefix } from "./manifest.js";
+import { recoverPartition } from "./recovery.js";
+import { streamKey } from "./stream.js";
 
 const T0 = BigInt(Date.now()) * 1_000_000n;
 let dir: string;

@@ -1,18 +1,21 @@
 /**
- * One partition flush, in the order that keeps readers and replays right:
+ * Flushing (Loki's `pkg/ingester/flush.go`): when a partition's cut chunks are written
+ * ({@link Flusher}: the periodic sweep, the flush loop, retries, the commit) and what one
+ * flush writes, in the order that keeps readers and replays right ({@link writeFlush}):
  *
  *   1. chunk objects            (content-addressed: writing one twice is harmless)
  *   2. bloom blocks             (one per tenant, many series each)
  *   3. the flush manifest       (_ingester/partitions/<p>/<seq>: segment keys + per-stream offsets)
  *   4. index segments           (now the chunks are visible to queriers)
- *   5. commit the queue offset  (done by the caller, ingester.ts)
+ *   5. commit the queue offset  (`Flusher.commit`)
  *
  * A reader never sees an index entry whose chunk or bloom is missing (1, 2 before 4). A
  * crash before 3 leaves only unreferenced objects; the records are replayed. A crash
- * between 3 and 5 leaves a manifest that {@link recoverPartition} reads when the partition
- * is assigned again: if every segment it lists exists, the flush happened and replayed
- * records of its streams up to its offsets are skipped; if not, the segments that exist are
- * deleted (the records are still in the queue, uncommitted) and everything is replayed.
+ * between 3 and 5 leaves a manifest that `recoverPartition` (recovery.ts) reads when the
+ * partition is assigned again: if every segment it lists exists, the flush happened and
+ * replayed records of its streams up to its offsets are skipped; if not, the segments that
+ * exist are deleted (the records are still in the queue, uncommitted) and everything is
+ * replayed.
  */
 import type { EncodedChunk } from "@sieve/chunk";
 import { chunkKey } from "@sieve/chunk";
@@ -32,20 +35,19 @@ import type {
   SegmentSeries,
   SeriesBloom,
 } from "@sieve/index";
-import { isNotFound } from "@sieve/storage";
+import { isRetriable, retryRetriable } from "@sieve/queue";
 import type { ObjectStore } from "@sieve/storage";
 import type { Logger } from "pino";
+import type { IngesterConfig } from "./config.js";
 import type { FlushReason } from "./head.js";
-import {
-  decodeManifest,
-  encodeManifest,
-  manifestKey,
-  manifestMaxOffset,
-  manifestPrefix,
-  manifestSeq,
-} from "./manifest.js";
+import { asRetryable } from "./health.js";
+import type { Health } from "./health.js";
+import { encodeManifest, manifestKey, manifestMaxOffset } from "./manifest.js";
 import type { FlushManifest, ManifestStream } from "./manifest.js";
 import type { IngesterMetrics } from "./metrics.js";
+import { cutHead, evictIfEmpty, flushAgain, safeOffset } from "./partitions.js";
+import type { PartitionState } from "./partitions.js";
+import { streamKey } from "./stream.js";
 
 /** What the flush needs of an object store. */
 export type FlushStore = Pick<ObjectStore, "put" | "get" | "head" | "list" | "delete">;
@@ -87,6 +89,240 @@ export interface FlushResult {
   readonly chunkBytes: number;
   readonly bloomBytes: number;
   readonly segments: number;
+}
+
+/** What flush scheduling needs of the ingester, passed in. */
+export interface FlusherDeps {
+  readonly config: Pick<
+    IngesterConfig,
+    | "instanceId"
+    | "chunkIdleMs"
+    | "chunkMaxAgeMs"
+    | "flushConcurrency"
+    | "flushWriteConcurrency"
+    | "flushRetryMaxBackoffMs"
+  >;
+  readonly store: FlushStore;
+  /** The partitions owned now (the ingester's map, read as it changes). */
+  readonly partitions: ReadonlyMap<number, PartitionState>;
+  /** Commits a partition's offset to the queue (the consumer's `commit`). */
+  readonly commit: (partition: number, offset: number) => Promise<void>;
+  readonly health: Pick<Health, "failed" | "recovered">;
+  readonly logger: Logger;
+  readonly metrics: IngesterMetrics;
+  readonly now: () => number;
+  /** Whether the ingester is stopping (a graceful stop still deletes manifests, see commit). */
+  readonly stopping: () => boolean;
+}
+
+/**
+ * When flushes run. The periodic {@link Flusher.sweep} cuts idle and old heads (a full head
+ * is cut as it fills, in stream.ts; forced, shutdown and revoked ones by the ingester).
+ * Each partition flushes its cut chunks one job at a time ({@link Flusher.flushPartition}),
+ * `flushConcurrency` partitions at once; a job failing on the object store is retried with
+ * backoff and jitter, a non-retriable failure halts the partition's flushes until a
+ * restart (which replays it); each flush ends with the commit of the partition's safe
+ * offset.
+ */
+export class Flusher {
+  private flushSlots: number;
+  private readonly slotWaiters: (() => void)[] = [];
+  private idSequence = 0;
+
+  constructor(private readonly deps: FlusherDeps) {
+    this.flushSlots = deps.config.flushConcurrency;
+  }
+
+  /** The periodic check: idle and old heads are cut and flushed; idle partitions commit. */
+  async sweep(): Promise<void> {
+    const { config, partitions } = this.deps;
+    const now = this.deps.now();
+    const work: Promise<void>[] = [];
+    for (const p of partitions.values()) {
+      if (p.revoked || p.flushHalted !== undefined) continue;
+      for (const s of p.streams.values()) {
+        const h = s.head;
+        if (h === undefined || h.entryCount === 0) continue;
+        if (now - h.lastAppendMs >= config.chunkIdleMs) cutHead(p, s, "idle");
+        else if (now - h.createdMs >= config.chunkMaxAgeMs) cutHead(p, s, "max_age");
+      }
+      // Flushing also commits, so commits of a partition never run concurrently.
+      if (p.pendingBytes > 0 || p.nextOffset > p.committed) work.push(this.flushPartition(p));
+    }
+    this.updateGauges();
+    await Promise.all(work);
+  }
+
+  /** Flushes the partition's pending chunks, repeating while more arrive; one run at a time. */
+  flushPartition(p: PartitionState): Promise<void> {
+    // Stopped on a non-retriable error: nothing is committed past it until a restart.
+    if (p.flushHalted !== undefined) return Promise.reject(p.flushHalted);
+    if (p.flushing !== undefined) {
+      p.again = true;
+      return p.flushing;
+    }
+    const run = async (): Promise<void> => {
+      try {
+        do {
+          p.again = false;
+          const job = this.makeJob(p);
+          if (job !== undefined) await this.runJob(p, job);
+          await this.commit(p);
+        } while (flushAgain(p));
+      } finally {
+        p.flushing = undefined;
+      }
+    };
+    p.flushing = run();
+    return p.flushing;
+  }
+
+  /** Deletes the partition's manifests wholly below `offset` (nothing at or below them is replayed). */
+  async deleteManifestsBelow(p: PartitionState, offset: number): Promise<void> {
+    const done = p.kept.filter((m) => m.maxOffset < offset);
+    if (done.length === 0) return;
+    p.kept = p.kept.filter((m) => m.maxOffset >= offset);
+    try {
+      await pool(done, this.deps.config.flushWriteConcurrency, (m) =>
+        this.deps.store.delete(m.key),
+      );
+    } catch (error) {
+      this.deps.logger.warn({ partition: p.partition, err: error }, "manifest deletion failed");
+    }
+  }
+
+  /** Sets the gauges of what is in memory: open heads, chunks cut and flushing. */
+  updateGauges(): void {
+    let heads = 0;
+    let flushing = 0;
+    for (const p of this.deps.partitions.values()) {
+      for (const s of p.streams.values()) {
+        if (s.head !== undefined && s.head.entryCount > 0) heads++;
+        flushing += s.pending.length + s.flushing.length;
+      }
+    }
+    this.deps.metrics.headsInMemory.set(heads);
+    this.deps.metrics.chunksFlushing.set(flushing);
+  }
+
+  private makeJob(p: PartitionState): FlushJob | undefined {
+    const streams: FlushStream[] = [];
+    for (const s of p.streams.values()) {
+      if (s.pending.length === 0) continue;
+      s.flushing = s.pending;
+      s.pending = [];
+      streams.push({
+        tenant: s.tenant,
+        labels: s.labels,
+        fingerprint: s.fingerprint,
+        chunks: s.flushing,
+        bloom: s.bloom?.finish(),
+      });
+    }
+    if (streams.length === 0) return undefined;
+    const createdMs = this.deps.now();
+    return {
+      partition: p.partition,
+      seq: p.nextSeq++,
+      streams,
+      id: flushId(this.deps.config.instanceId, createdMs, this.idSequence++),
+      createdMs,
+    };
+  }
+
+  private async acquireSlot(): Promise<void> {
+    if (this.flushSlots > 0) {
+      this.flushSlots--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+  }
+
+  private releaseSlot(): void {
+    const next = this.slotWaiters.shift();
+    if (next !== undefined) next();
+    else this.flushSlots++;
+  }
+
+  private async runJob(p: PartitionState, job: FlushJob): Promise<void> {
+    const { config, metrics, health, logger } = this.deps;
+    await this.acquireSlot();
+    const started = performance.now();
+    try {
+      // Retried with exponential backoff and jitter while the store may come back; a
+      // programming error or a request the store refuses is final (see health.ts).
+      const result = await retryRetriable(
+        async () => {
+          try {
+            return await writeFlush(
+              job,
+              this.deps.store,
+              config.instanceId,
+              config.flushWriteConcurrency,
+              metrics,
+            );
+          } catch (error) {
+            throw asRetryable(error);
+          }
+        },
+        {
+          minBackoffMs: 100,
+          maxBackoffMs: config.flushRetryMaxBackoffMs,
+          onFailure: (error, attempt, retrying) => {
+            metrics.flushFailures.inc();
+            health.failed("flush", p.partition, error, retrying, attempt);
+          },
+        },
+      );
+      health.recovered(p.partition, ["flush"]);
+      p.kept.push({ key: result.manifestKey, maxOffset: result.maxOffset });
+      metrics.flushDuration.observe({ outcome: "ok" }, (performance.now() - started) / 1000);
+      const reasons = metrics.flushed(job.streams);
+      logger.debug({ partition: p.partition, seq: job.seq, ...result, reasons }, "flushed");
+    } catch (error) {
+      // Final: the job's chunks stay in memory (queries still read them) and nothing is
+      // committed past them, so a restart replays their records; /ready says why.
+      if (!isRetriable(error)) {
+        p.flushHalted = error instanceof Error ? error : new Error(String(error));
+      }
+      metrics.flushDuration.observe({ outcome: "failed" }, (performance.now() - started) / 1000);
+      throw error;
+    } finally {
+      this.releaseSlot();
+    }
+    for (const fs of job.streams) {
+      const s = p.streams.get(streamKey(fs.tenant, fs.fingerprint));
+      if (s === undefined) continue;
+      for (const c of s.flushing) p.pendingBytes -= c.encoded.bytes.length;
+      s.flushing = [];
+    }
+    this.updateGauges();
+  }
+
+  /** Commits the partition's safe offset if it moved, then deletes manifests below it. */
+  private async commit(p: PartitionState): Promise<void> {
+    if (p.nextOffset < 0) return;
+    const offset = safeOffset(p);
+    if (offset > p.committed) {
+      await this.deps.commit(p.partition, offset);
+      p.committed = offset;
+    }
+    this.deps.metrics.queueLag.set({ partition: String(p.partition) }, p.nextOffset - p.committed);
+    // Streams with nothing in memory go (their bloom builder too): what a replay needs to
+    // stay exactly-once is the partition's skip map and manifests, not the stream state.
+    for (const s of [...p.streams.values()]) evictIfEmpty(p, s);
+    if (p.skipMax >= 0 && p.committed > p.skipMax) {
+      p.skip = new Map();
+      p.skipMax = -1;
+    }
+    // Not after a revocation: Kafka may hand the partition out again (even back to us) from
+    // the commit before this one, as the new assignment's start offsets can be fetched while
+    // this commit is in flight; its replay then needs the manifests. The next owner deletes
+    // them once it sees where it resumed (deleteManifestsBelow).
+    // A graceful stop commits while still a member (the consumer revokes before leaving), so
+    // its commit is where the next owner resumes.
+    if (!p.revoked || this.deps.stopping()) await this.deleteManifestsBelow(p, p.committed);
+  }
 }
 
 /** Runs `tasks` with at most `limit` in flight; rejects with the first failure. */
@@ -230,121 +466,4 @@ export async function writeFlush(
     bloomBytes,
     segments: segments.length,
   };
-}
-
-/** A manifest kept after recovery, until the committed offset passes it. */
-export interface KeptManifest {
-  readonly key: string;
-  readonly maxOffset: number;
-}
-
-/** Options of {@link recoverPartition}. */
-export interface RecoveryOptions {
-  /** This ingester's instanceId: its own incomplete manifests are from a crash, never waited for. */
-  readonly writer?: string;
-  /** How long another writer's incomplete manifest may take to complete, from its creation. */
-  readonly graceMs?: number;
-  readonly now?: () => number;
-}
-
-async function presentSegments(store: FlushStore, m: FlushManifest): Promise<string[]> {
-  const present: string[] = [];
-  for (const s of m.segments) if (await exists(store, s)) present.push(s);
-  return present;
-}
-
-/** What {@link recoverPartition} found. */
-export interface Recovery {
-  /** Per stream (`streamKey`), the highest offset already in visible chunks: skip up to it. */
-  readonly skip: Map<string, number>;
-  /** Complete manifests, to delete once the commit passes them. */
-  readonly kept: KeptManifest[];
-  /** The seq the partition's next manifest takes. */
-  readonly nextSeq: number;
-  readonly complete: number;
-  readonly rolledBack: number;
-}
-
-/** The key of a stream in the ingester's maps: tenant and fingerprint. */
-export function streamKey(tenant: string, fingerprint: bigint): string {
-  return `${tenant}\u0000${fingerprint.toString(16)}`;
-}
-
-async function exists(store: FlushStore, key: string): Promise<boolean> {
-  try {
-    await store.head(key);
-    return true;
-  } catch (error) {
-    if (isNotFound(error)) return false;
-    throw error;
-  }
-}
-
-/**
- * Reads partition `partition`'s manifests (oldest first). A complete one (every segment
- * present) adds its streams' offsets to the skip map; an incomplete one has its present
- * segments and then itself deleted, so the chunks it meant to publish stay invisible and
- * the records, never committed, are replayed into new chunks. A damaged manifest is
- * treated as incomplete with no segments known: its segments (if any) were never written,
- * because segments are written only after the manifest's put succeeded.
- */
-export async function recoverPartition(
-  store: FlushStore,
-  partition: number,
-  logger: Logger,
-  options: RecoveryOptions = {},
-): Promise<Recovery> {
-  const graceMs = options.graceMs ?? 0;
-  const now = options.now ?? Date.now;
-  const keys = (await store.list(manifestPrefix(partition)))
-    .map((key) => ({ key, seq: manifestSeq(partition, key) }))
-    .filter((k): k is { key: string; seq: number } => k.seq !== undefined)
-    .sort((a, b) => a.seq - b.seq);
-  const skip = new Map<string, number>();
-  const kept: KeptManifest[] = [];
-  let nextSeq = 0;
-  let complete = 0;
-  let rolledBack = 0;
-  for (const { key, seq } of keys) {
-    nextSeq = Math.max(nextSeq, seq + 1);
-    let manifest: FlushManifest | undefined;
-    try {
-      manifest = decodeManifest(await store.get(key));
-    } catch (error) {
-      if (isNotFound(error)) continue;
-      logger.warn({ key, err: error }, "damaged flush manifest: rolled back");
-    }
-    let present: string[] = [];
-    if (manifest !== undefined) {
-      present = await presentSegments(store, manifest);
-      // Another ingester's flush in progress (a Kafka rebalance: the old owner flushes the
-      // partition it lost): give it a moment to finish before calling it incomplete.
-      const m = manifest;
-      while (
-        present.length < m.segments.length &&
-        m.writer !== options.writer &&
-        now() - m.createdMs < graceMs
-      ) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        present = await presentSegments(store, m);
-      }
-    }
-    if (manifest !== undefined && present.length === manifest.segments.length) {
-      complete++;
-      for (const s of manifest.streams) {
-        const k = streamKey(s.tenant, s.fingerprint);
-        skip.set(k, Math.max(skip.get(k) ?? -1, s.maxOffset));
-      }
-      kept.push({ key, maxOffset: manifestMaxOffset(manifest) });
-    } else {
-      rolledBack++;
-      for (const s of present) await store.delete(s);
-      await store.delete(key);
-      logger.info(
-        { key, partition, segmentsDeleted: present.length },
-        "incomplete flush rolled back; its records are replayed",
-      );
-    }
-  }
-  return { skip, kept, nextSeq, complete, rolledBack };
 }

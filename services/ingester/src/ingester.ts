@@ -1,23 +1,26 @@
-import { ChunkError } from "@sieve/chunk";
-import type { Entry } from "@sieve/chunk";
-import { SeriesBloomBuilder } from "@sieve/index";
-import { parseLabels } from "@sieve/labels";
+/**
+ * The ingester (Loki's `pkg/ingester/ingester.go`): the composition of the parts below,
+ * and the two things that are the ingester's own, which partitions it owns and what it
+ * consumes. A partition's state is partitions.ts (its streams by tenant in instance.ts,
+ * each stream in stream.ts with its head in head.ts); its start is recovery.ts; when its
+ * heads are cut and flushed and its offsets committed is flush.ts; readiness is health.ts;
+ * answering queries from what is in memory is query.ts.
+ */
 import { decodeQueueRecord } from "@sieve/proto";
 import type { QueueRecord } from "@sieve/proto";
-import { isRetriable, retryRetriable, WalConsumer } from "@sieve/queue";
+import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, QueueConsumer } from "@sieve/queue";
 import type { Logger } from "pino";
-import { tenantBlooms } from "./config.js";
 import type { IngesterConfig } from "./config.js";
 import { IngesterError } from "./errors.js";
-import { pool, recoverPartition, streamKey, writeFlush, flushId } from "./flush.js";
-import type { FlushJob, FlushStore, FlushStream } from "./flush.js";
-import { Head } from "./head.js";
+import { Flusher } from "./flush.js";
+import type { FlushStore } from "./flush.js";
 import type { FlushReason } from "./head.js";
-import { asRetryable, Health } from "./health.js";
+import { Health } from "./health.js";
+import type { InstanceContext } from "./instance.js";
 import type { IngesterMetrics } from "./metrics.js";
-import { flushAgain, recoveredPartition, safeOffset } from "./partitions.js";
-import type { PartitionState, StreamState } from "./partitions.js";
+import { cutHead, evictIfEmpty, streamFor } from "./partitions.js";
+import type { PartitionState } from "./partitions.js";
 import { querySeries, queryStreams } from "./query.js";
 import type {
   IngesterCallOptions,
@@ -26,6 +29,10 @@ import type {
   IngesterSeriesRequest,
   IngesterStream,
 } from "./query.js";
+import { recoverAssigned } from "./recovery.js";
+import type { RecoveryDeps } from "./recovery.js";
+import type { Stream } from "./stream.js";
+import { streamKey } from "./stream.js";
 
 /** The ingester's dependencies, passed in. */
 export interface IngesterDeps {
@@ -47,20 +54,20 @@ export interface IngesterDeps {
 export class Ingester implements IngesterQuerier {
   private readonly config: IngesterConfig;
   private readonly consumer: QueueConsumer;
-  private readonly store: FlushStore;
   private readonly logger: Logger;
   private readonly metrics: IngesterMetrics;
   private readonly now: () => number;
   private readonly partitions = new Map<number, PartitionState>();
+  private readonly health: Health;
+  private readonly flusher: Flusher;
+  private readonly recovery: RecoveryDeps;
+  /** What each stream is made with. */
+  private readonly streamContext: InstanceContext;
   private running = false;
   private stopping = false;
   private timer: NodeJS.Timeout | undefined;
-  private flushSlots: number;
-  private readonly slotWaiters: (() => void)[] = [];
-  private idSequence = 0;
   /** When this ingester last gave each partition up. */
   private readonly revokedAt = new Map<number, number>();
-  private readonly health: Health;
   /** Whether the consumer's start resolved (every partition recovered, delivery running). */
   private consuming = false;
   /** Resolves the pending `start()` early when partition recovery fails (the store is down). */
@@ -69,12 +76,32 @@ export class Ingester implements IngesterQuerier {
   constructor(deps: IngesterDeps) {
     this.config = deps.config;
     this.consumer = deps.consumer;
-    this.store = deps.store;
     this.logger = deps.logger;
     this.metrics = deps.metrics;
     this.now = deps.now ?? Date.now;
-    this.flushSlots = deps.config.flushConcurrency;
     this.health = new Health(deps.logger, deps.metrics);
+    this.streamContext = { config: deps.config, metrics: deps.metrics };
+    this.recovery = {
+      store: deps.store,
+      logger: deps.logger,
+      metrics: deps.metrics,
+      options: {
+        writer: deps.config.instanceId,
+        graceMs: deps.config.recoveryGraceMs,
+        now: this.now,
+      },
+    };
+    this.flusher = new Flusher({
+      config: deps.config,
+      store: deps.store,
+      partitions: this.partitions,
+      commit: (partition, offset) => this.consumer.commit(partition, offset),
+      health: this.health,
+      logger: deps.logger,
+      metrics: deps.metrics,
+      now: this.now,
+      stopping: () => this.stopping,
+    });
   }
 
   /**
@@ -173,8 +200,8 @@ export class Ingester implements IngesterQuerier {
   /** Flushes every head now (`POST /flush`); resolves when all is durable and committed. */
   async flushAll(reason: FlushReason = "forced"): Promise<void> {
     const all = [...this.partitions.values()];
-    for (const p of all) for (const s of p.streams.values()) this.cutHead(p, s, reason);
-    await Promise.all(all.map((p) => this.flushPartition(p)));
+    for (const p of all) for (const s of p.streams.values()) cutHead(p, s, reason);
+    await Promise.all(all.map((p) => this.flusher.flushPartition(p)));
   }
 
   // ---- partition ownership ---------------------------------------------------------
@@ -198,31 +225,7 @@ export class Ingester implements IngesterQuerier {
     }
     for (const partition of partitions) {
       if (this.partitions.has(partition)) continue;
-      let r;
-      try {
-        r = await recoverPartition(this.store, partition, this.logger, {
-          writer: this.config.instanceId,
-          graceMs: this.config.recoveryGraceMs,
-          now: this.now,
-        });
-      } catch (error) {
-        // The consumer retries while the store is unavailable; the batches wait.
-        throw asRetryable(error);
-      }
-      this.metrics.manifestsRecovered.inc({ outcome: "complete" }, r.complete);
-      this.metrics.manifestsRecovered.inc({ outcome: "rolled_back" }, r.rolledBack);
-      this.partitions.set(partition, recoveredPartition(partition, r));
-      if (r.complete + r.rolledBack > 0) {
-        this.logger.info(
-          {
-            partition,
-            complete: r.complete,
-            rolledBack: r.rolledBack,
-            streamsSkipped: r.skip.size,
-          },
-          "partition recovered from flush manifests",
-        );
-      }
+      this.partitions.set(partition, await recoverAssigned(partition, this.recovery));
     }
   }
 
@@ -233,12 +236,12 @@ export class Ingester implements IngesterQuerier {
       .filter((p): p is PartitionState => p !== undefined);
     for (const p of states) {
       p.revoked = true;
-      for (const s of p.streams.values()) this.cutHead(p, s, reason);
+      for (const s of p.streams.values()) cutHead(p, s, reason);
     }
     await Promise.all(
       states.map(async (p) => {
         try {
-          await this.flushPartition(p);
+          await this.flusher.flushPartition(p);
         } catch (error) {
           // Flushed but not committed (the group moved on, or the consumer is gone): the
           // next owner replays from the last commit and skips what the manifests cover.
@@ -252,7 +255,7 @@ export class Ingester implements IngesterQuerier {
       this.health.forget(p.partition);
       this.metrics.queueLag.remove({ partition: String(p.partition) });
     }
-    this.updateGauges();
+    this.flusher.updateGauges();
   }
 
   // ---- consumption -------------------------------------------------------------------
@@ -271,7 +274,7 @@ export class Ingester implements IngesterQuerier {
       if (p.nextOffset < 0 && p.committed < 0) {
         // The first record after assignment is at the offset the queue really resumed from.
         p.committed = rec.offset;
-        void this.deleteManifestsBelow(p, rec.offset);
+        void this.flusher.deleteManifestsBelow(p, rec.offset);
       }
       p.nextOffset = rec.offset + 1;
       this.metrics.recordsConsumed.inc();
@@ -294,354 +297,37 @@ export class Ingester implements IngesterQuerier {
           continue;
         }
       }
-      this.appendRecord(p, key, record, rec.offset, now);
+      const s = streamFor(p, key, record, this.streamContext);
+      const { appended, cutBytes } = s.append(record.entries, rec.offset, now);
+      p.pendingBytes += cutBytes;
+      // A record whose entries were all refused leaves nothing to keep (an empty head
+      // would never be cut, and would hold the stream forever).
+      if (appended === 0) evictIfEmpty(p, s);
     }
     this.metrics.queueLag.set(
       { partition: String(p.partition) },
       p.nextOffset - Math.max(p.committed, 0),
     );
     if (p.pendingBytes > 0) {
-      const flush = this.flushPartition(p);
+      const flush = this.flusher.flushPartition(p);
       // Backpressure: stop consuming this partition while too much waits for its flush.
       if (p.pendingBytes > this.config.maxPendingFlushBytes) await flush;
       else void flush.catch(() => undefined);
     }
   }
 
-  /** Drops a stream that holds nothing: its state is rebuilt by its next record. */
-  private evictIfEmpty(p: PartitionState, s: StreamState): void {
-    if (s.head !== undefined && s.head.entryCount === 0) s.head = undefined;
-    if (s.head === undefined && s.pending.length === 0 && s.flushing.length === 0) {
-      p.streams.delete(s.key);
-    }
-  }
-
-  private stream(p: PartitionState, key: string, record: QueueRecord): StreamState {
-    let s = p.streams.get(key);
-    if (s !== undefined) return s;
-    const blooms = tenantBlooms(this.config, record.tenant);
-    const labelMap: Record<string, string> = {};
-    try {
-      for (const l of parseLabels(record.labels)) labelMap[l.name] = l.value;
-    } catch {
-      // The distributor wrote canonical labels; anything else simply matches no selector.
-    }
-    s = {
-      key,
-      tenant: record.tenant,
-      labels: record.labels,
-      fingerprint: record.fingerprint,
-      labelMap,
-      head: undefined,
-      bloom: blooms.bloomsEnabled
-        ? new SeriesBloomBuilder({
-            maxBloomBytes: this.config.maxBloomBytes,
-            ...(blooms.ngramLength > 0 && {
-              ngrams: { length: blooms.ngramLength, skip: blooms.ngramSkip },
-            }),
-          })
-        : undefined,
-      tokensCounted: 0,
-      pending: [],
-      flushing: [],
-    };
-    p.streams.set(key, s);
-    return s;
-  }
-
-  private appendRecord(
-    p: PartitionState,
-    key: string,
-    record: QueueRecord,
-    offset: number,
-    now: number,
-  ): void {
-    const s = this.stream(p, key, record);
-    let appended = 0;
-    for (const e of record.entries) {
-      const entry: Entry = {
-        timestamp: e.timestampNs,
-        line: e.line,
-        structuredMetadata: e.structuredMetadata,
-      };
-      s.head ??= new Head(this.config.chunkBlockBytes, now);
-      let ok: boolean;
-      try {
-        ok = s.head.append(entry, offset, now);
-      } catch (error) {
-        if (error instanceof ChunkError && error.code === "too_large" && s.head.entryCount > 0) {
-          // The symbol table is full: cut here. The cut chunk claims only the records before
-          // this one, so a replay re-reads this record whole (at-least-once for this rare case).
-          this.cutHead(p, s, "full", offset - 1);
-          s.head = new Head(this.config.chunkBlockBytes, now);
-          try {
-            ok = s.head.append(entry, offset, now);
-          } catch {
-            ok = false;
-          }
-          if (!ok) this.metrics.entriesDropped.inc({ reason: "invalid_entry" });
-          if (ok) appended++;
-          continue;
-        }
-        this.metrics.entriesDropped.inc({ reason: "invalid_entry" });
-        continue;
-      }
-      if (!ok) {
-        this.metrics.entriesDropped.inc({ reason: "duplicate" });
-        continue;
-      }
-      appended++;
-      s.bloom?.add(entry.structuredMetadata, entry.line);
-    }
-    this.metrics.entriesAppended.inc(appended);
-    if (
-      s.head !== undefined &&
-      s.head.builder.compressedBytesEstimate >= this.config.chunkTargetBytes
-    ) {
-      this.cutHead(p, s, "full");
-    }
-    // A record whose entries were all refused leaves nothing to keep (an empty head
-    // would never be cut, and would hold the stream forever).
-    if (appended === 0) this.evictIfEmpty(p, s);
-  }
-
-  /**
-   * Cuts a stream's head: encodes it, closes its bloom chunk, and queues it for the next
-   * flush of the partition. `lastOffset` lowers the offset the chunk claims (see appendRecord).
-   */
-  private cutHead(
-    p: PartitionState,
-    s: StreamState,
-    reason: FlushReason,
-    lastOffset?: number,
-  ): void {
-    const head = s.head;
-    if (head === undefined) return;
-    s.head = undefined;
-    if (head.entryCount === 0) return;
-    const encoded = head.encode();
-    s.bloom?.cut({ from: encoded.from, through: encoded.through, checksum: encoded.checksum });
-    if (s.bloom !== undefined) {
-      this.metrics.tokensAdded.inc(s.bloom.stats.tokens - s.tokensCounted);
-      s.tokensCounted = s.bloom.stats.tokens;
-    }
-    s.pending.push({
-      encoded,
-      firstOffset: head.firstOffset,
-      lastOffset: lastOffset ?? head.lastOffset,
-      reason,
-    });
-    p.pendingBytes += encoded.bytes.length;
-  }
-
-  // ---- flushing ----------------------------------------------------------------------
-
-  /** Flushes the partition's pending chunks, repeating while more arrive; one run at a time. */
-  private flushPartition(p: PartitionState): Promise<void> {
-    // Stopped on a non-retriable error: nothing is committed past it until a restart.
-    if (p.flushHalted !== undefined) return Promise.reject(p.flushHalted);
-    if (p.flushing !== undefined) {
-      p.again = true;
-      return p.flushing;
-    }
-    const run = async (): Promise<void> => {
-      try {
-        do {
-          p.again = false;
-          const job = this.makeJob(p);
-          if (job !== undefined) await this.runJob(p, job);
-          await this.commit(p);
-        } while (flushAgain(p));
-      } finally {
-        p.flushing = undefined;
-      }
-    };
-    p.flushing = run();
-    return p.flushing;
-  }
-
-  private makeJob(p: PartitionState): FlushJob | undefined {
-    const streams: FlushStream[] = [];
-    for (const s of p.streams.values()) {
-      if (s.pending.length === 0) continue;
-      s.flushing = s.pending;
-      s.pending = [];
-      streams.push({
-        tenant: s.tenant,
-        labels: s.labels,
-        fingerprint: s.fingerprint,
-        chunks: s.flushing,
-        bloom: s.bloom?.finish(),
-      });
-    }
-    if (streams.length === 0) return undefined;
-    const createdMs = this.now();
-    return {
-      partition: p.partition,
-      seq: p.nextSeq++,
-      streams,
-      id: flushId(this.config.instanceId, createdMs, this.idSequence++),
-      createdMs,
-    };
-  }
-
-  private async acquireSlot(): Promise<void> {
-    if (this.flushSlots > 0) {
-      this.flushSlots--;
-      return;
-    }
-    await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
-  }
-
-  private releaseSlot(): void {
-    const next = this.slotWaiters.shift();
-    if (next !== undefined) next();
-    else this.flushSlots++;
-  }
-
-  private async runJob(p: PartitionState, job: FlushJob): Promise<void> {
-    await this.acquireSlot();
-    const started = performance.now();
-    try {
-      // Retried with exponential backoff and jitter while the store may come back; a
-      // programming error or a request the store refuses is final (see health.ts).
-      const result = await retryRetriable(
-        async () => {
-          try {
-            return await writeFlush(
-              job,
-              this.store,
-              this.config.instanceId,
-              this.config.flushWriteConcurrency,
-              this.metrics,
-            );
-          } catch (error) {
-            throw asRetryable(error);
-          }
-        },
-        {
-          minBackoffMs: 100,
-          maxBackoffMs: this.config.flushRetryMaxBackoffMs,
-          onFailure: (error, attempt, retrying) => {
-            this.metrics.flushFailures.inc();
-            this.health.failed("flush", p.partition, error, retrying, attempt);
-          },
-        },
-      );
-      this.health.recovered(p.partition, ["flush"]);
-      p.kept.push({ key: result.manifestKey, maxOffset: result.maxOffset });
-      this.metrics.flushDuration.observe({ outcome: "ok" }, (performance.now() - started) / 1000);
-      const reasons: Partial<Record<FlushReason, number>> = {};
-      for (const s of job.streams) {
-        for (const c of s.chunks) {
-          this.metrics.chunksFlushed.inc({ reason: c.reason });
-          this.metrics.chunkBytes.inc({ reason: c.reason }, c.encoded.bytes.length);
-          this.metrics.chunkRawBytes.inc(c.encoded.uncompressedBytes);
-          this.metrics.chunkEntries.inc(c.encoded.entryCount);
-          reasons[c.reason] = (reasons[c.reason] ?? 0) + 1;
-        }
-        if (s.bloom?.status === "missing")
-          this.metrics.bloomsMissing.inc({ reason: s.bloom.reason });
-        if (s.bloom === undefined) this.metrics.bloomsMissing.inc({ reason: "disabled" });
-      }
-      this.logger.debug({ partition: p.partition, seq: job.seq, ...result, reasons }, "flushed");
-    } catch (error) {
-      // Final: the job's chunks stay in memory (queries still read them) and nothing is
-      // committed past them, so a restart replays their records; /ready says why.
-      if (!isRetriable(error)) {
-        p.flushHalted = error instanceof Error ? error : new Error(String(error));
-      }
-      this.metrics.flushDuration.observe(
-        { outcome: "failed" },
-        (performance.now() - started) / 1000,
-      );
-      throw error;
-    } finally {
-      this.releaseSlot();
-    }
-    for (const fs of job.streams) {
-      const s = p.streams.get(streamKey(fs.tenant, fs.fingerprint));
-      if (s === undefined) continue;
-      for (const c of s.flushing) p.pendingBytes -= c.encoded.bytes.length;
-      s.flushing = [];
-    }
-    this.updateGauges();
-  }
-
-  /** Commits the partition's safe offset if it moved, then deletes manifests below it. */
-  private async commit(p: PartitionState): Promise<void> {
-    if (p.nextOffset < 0) return;
-    const offset = safeOffset(p);
-    if (offset > p.committed) {
-      await this.consumer.commit(p.partition, offset);
-      p.committed = offset;
-    }
-    this.metrics.queueLag.set({ partition: String(p.partition) }, p.nextOffset - p.committed);
-    // Streams with nothing in memory go (their bloom builder too): what a replay needs to
-    // stay exactly-once is the partition's skip map and manifests, not the stream state.
-    for (const s of [...p.streams.values()]) this.evictIfEmpty(p, s);
-    if (p.skipMax >= 0 && p.committed > p.skipMax) {
-      p.skip = new Map();
-      p.skipMax = -1;
-    }
-    // Not after a revocation: Kafka may hand the partition out again (even back to us) from
-    // the commit before this one, as the new assignment's start offsets can be fetched while
-    // this commit is in flight; its replay then needs the manifests. The next owner deletes
-    // them once it sees where it resumed (deleteManifestsBelow).
-    // A graceful stop commits while still a member (the consumer revokes before leaving), so
-    // its commit is where the next owner resumes.
-    if (!p.revoked || this.stopping) await this.deleteManifestsBelow(p, p.committed);
-  }
-
-  /** Deletes the partition's manifests wholly below `offset` (nothing at or below them is replayed). */
-  private async deleteManifestsBelow(p: PartitionState, offset: number): Promise<void> {
-    const done = p.kept.filter((m) => m.maxOffset < offset);
-    if (done.length === 0) return;
-    p.kept = p.kept.filter((m) => m.maxOffset >= offset);
-    try {
-      await pool(done, this.config.flushWriteConcurrency, (m) => this.store.delete(m.key));
-    } catch (error) {
-      this.logger.warn({ partition: p.partition, err: error }, "manifest deletion failed");
-    }
-  }
-
-  /** The periodic check: idle and old heads are cut and flushed; idle partitions commit. */
-  async tick(): Promise<void> {
-    const now = this.now();
-    const work: Promise<void>[] = [];
-    for (const p of this.partitions.values()) {
-      if (p.revoked || p.flushHalted !== undefined) continue;
-      for (const s of p.streams.values()) {
-        const h = s.head;
-        if (h === undefined || h.entryCount === 0) continue;
-        if (now - h.lastAppendMs >= this.config.chunkIdleMs) this.cutHead(p, s, "idle");
-        else if (now - h.createdMs >= this.config.chunkMaxAgeMs) this.cutHead(p, s, "max_age");
-      }
-      // Flushing also commits, so commits of a partition never run concurrently.
-      if (p.pendingBytes > 0 || p.nextOffset > p.committed) work.push(this.flushPartition(p));
-    }
-    this.updateGauges();
-    await Promise.all(work);
-  }
-
-  private updateGauges(): void {
-    let heads = 0;
-    let flushing = 0;
-    for (const p of this.partitions.values()) {
-      for (const s of p.streams.values()) {
-        if (s.head !== undefined && s.head.entryCount > 0) heads++;
-        flushing += s.pending.length + s.flushing.length;
-      }
-    }
-    this.metrics.headsInMemory.set(heads);
-    this.metrics.chunksFlushing.set(flushing);
+  /** The periodic check (flush.ts): idle and old heads are cut and flushed; idle partitions commit. */
+  tick(): Promise<void> {
+    return this.flusher.sweep();
   }
 
   // ---- queries -----------------------------------------------------------------------
 
-  private *tenantStreams(tenant: string): Generator<StreamState> {
+  /** The tenant's streams, partition by partition (see instance.ts). */
+  private *tenantStreams(tenant: string): Generator<Stream> {
     for (const p of this.partitions.values()) {
-      for (const s of p.streams.values()) if (s.tenant === tenant) yield s;
+      const instance = p.instances.get(tenant);
+      if (instance !== undefined) yield* instance.all();
     }
   }
 

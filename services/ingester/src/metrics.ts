@@ -1,5 +1,7 @@
 import { Counter, Gauge, Histogram } from "prom-client";
 import type { Registry } from "prom-client";
+import type { FlushStream } from "./flush.js";
+import type { FlushReason } from "./head.js";
 
 /** The ingester's Prometheus metrics, registered on the registry it is given. */
 export class IngesterMetrics {
@@ -157,5 +159,25 @@ export class IngesterMetrics {
       labelNames: ["outcome"],
       registers,
     });
+  }
+
+  /**
+   * Counts the chunks of a flush that succeeded (by reason), their bytes and entries, and
+   * its missing blooms; returns the chunks per reason, for the flush's log line.
+   */
+  flushed(streams: readonly FlushStream[]): Partial<Record<FlushReason, number>> {
+    const reasons: Partial<Record<FlushReason, number>> = {};
+    for (const s of streams) {
+      for (const c of s.chunks) {
+        this.chunksFlushed.inc({ reason: c.reason });
+        this.chunkBytes.inc({ reason: c.reason }, c.encoded.bytes.length);
+        this.chunkRawBytes.inc(c.encoded.uncompressedBytes);
+        this.chunkEntries.inc(c.encoded.entryCount);
+        reasons[c.reason] = (reasons[c.reason] ?? 0) + 1;
+      }
+      if (s.bloom?.status === "missing") this.bloomsMissing.inc({ reason: s.bloom.reason });
+      if (s.bloom === undefined) this.bloomsMissing.inc({ reason: "disabled" });
+    }
+    return reasons;
   }
 }

@@ -1,35 +1,24 @@
 /**
- * What the ingester holds for each queue partition it owns: the partition's streams (head,
- * bloom, cut chunks), where consumption and commits stand, and what recovery found at
- * assignment (streams to skip on replay, manifests to delete once the commit passes them).
- * The ingester (ingester.ts) creates a partition's state when the partition is assigned
- * and drops it when the partition is revoked.
+ * What the ingester holds for each queue partition it owns: the partition's streams (by
+ * key, and by tenant in instance.ts), where consumption and commits stand, and what
+ * recovery found at assignment (streams to skip on replay, manifests to delete once the
+ * commit passes them). The ingester (ingester.ts) creates a partition's state when the
+ * partition is assigned (recovery.ts) and drops it when the partition is revoked.
  */
-import type { SeriesBloomBuilder } from "@sieve/index";
-import type { CutChunk, KeptManifest, Recovery } from "./flush.js";
-import type { Head } from "./head.js";
-
-/** One stream in memory: its head, its bloom, and its cut chunks until they are flushed. */
-export interface StreamState {
-  readonly key: string;
-  readonly tenant: string;
-  readonly labels: string;
-  readonly fingerprint: bigint;
-  readonly labelMap: Readonly<Record<string, string>>;
-  head: Head | undefined;
-  /** Undefined when blooms are off for the tenant. */
-  readonly bloom: SeriesBloomBuilder | undefined;
-  tokensCounted: number;
-  /** Cut, waiting for the next flush job. */
-  pending: CutChunk[];
-  /** In the running flush job. */
-  flushing: CutChunk[];
-}
+import type { QueueRecord } from "@sieve/proto";
+import type { FlushReason } from "./head.js";
+import { Instance } from "./instance.js";
+import type { InstanceContext } from "./instance.js";
+import type { KeptManifest, Recovery } from "./recovery.js";
+import type { Stream } from "./stream.js";
 
 /** One owned partition: its streams, offsets, recovery results and flush state. */
 export interface PartitionState {
   readonly partition: number;
-  readonly streams: Map<string, StreamState>;
+  /** Every stream in memory, by `streamKey`, in creation order (the order flush jobs list them). */
+  readonly streams: Map<string, Stream>;
+  /** The same streams by tenant: what queries read. Kept in step by {@link streamFor} and {@link evictIfEmpty}. */
+  readonly instances: Map<string, Instance>;
   /** Offset after the last record handled; -1 before the first batch. */
   nextOffset: number;
   /** Last offset this ingester committed (or found committed); -1 unknown. */
@@ -53,6 +42,7 @@ export function recoveredPartition(partition: number, r: Recovery): PartitionSta
   return {
     partition,
     streams: new Map(),
+    instances: new Map(),
     nextOffset: -1,
     committed: -1,
     skip: r.skip,
@@ -65,6 +55,39 @@ export function recoveredPartition(partition: number, r: Recovery): PartitionSta
     revoked: false,
     flushHalted: undefined,
   };
+}
+
+/** The stream of `record` (key `key`) in `p`: made, and indexed under its tenant, on its first record. */
+export function streamFor(
+  p: PartitionState,
+  key: string,
+  record: Pick<QueueRecord, "tenant" | "labels" | "fingerprint">,
+  ctx: InstanceContext,
+): Stream {
+  const s = p.streams.get(key);
+  if (s !== undefined) return s;
+  let instance = p.instances.get(record.tenant);
+  if (instance === undefined) {
+    instance = new Instance(record.tenant, ctx);
+    p.instances.set(record.tenant, instance);
+  }
+  const created = instance.create(key, record);
+  p.streams.set(key, created);
+  return created;
+}
+
+/** Drops a stream that holds nothing (see `Stream.releasable`): its next record makes it again. */
+export function evictIfEmpty(p: PartitionState, s: Stream): void {
+  if (!s.releasable()) return;
+  p.streams.delete(s.key);
+  const instance = p.instances.get(s.tenant);
+  instance?.delete(s.key);
+  if (instance?.size === 0) p.instances.delete(s.tenant);
+}
+
+/** Cuts a stream's head (`Stream.cut`) into the partition's next flush. */
+export function cutHead(p: PartitionState, s: Stream, reason: FlushReason): void {
+  p.pendingBytes += s.cut(reason);
 }
 
 /** Read through a function: `again` changes while a flush awaits. */

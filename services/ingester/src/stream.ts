@@ -1,0 +1,152 @@
+/**
+ * One stream in memory (Loki's `pkg/ingester/stream.go`): its open head chunk (head.ts),
+ * its bloom builder, and the chunks cut from its head until their flush is durable. A
+ * record's entries are appended here, and the head is cut here: when it is full (on
+ * append), or when the flush scheduler (flush.ts) or a revocation says so.
+ */
+import { ChunkError } from "@sieve/chunk";
+import type { Entry } from "@sieve/chunk";
+import type { SeriesBloomBuilder } from "@sieve/index";
+import { parseLabels } from "@sieve/labels";
+import type { QueueRecord } from "@sieve/proto";
+import type { IngesterConfig } from "./config.js";
+import type { CutChunk } from "./flush.js";
+import { Head } from "./head.js";
+import type { FlushReason } from "./head.js";
+import type { IngesterMetrics } from "./metrics.js";
+
+/** The key of a stream in the ingester's maps: tenant and fingerprint. */
+export function streamKey(tenant: string, fingerprint: bigint): string {
+  return `${tenant}\u0000${fingerprint.toString(16)}`;
+}
+
+/** What every stream shares: the head sizes it cuts at, and the counters it adds to. */
+export interface StreamContext {
+  readonly config: Pick<IngesterConfig, "chunkBlockBytes" | "chunkTargetBytes">;
+  readonly metrics: Pick<IngesterMetrics, "entriesAppended" | "entriesDropped" | "tokensAdded">;
+}
+
+/** What {@link Stream.append} did: entries kept, and bytes cut for the next flush. */
+export interface AppendResult {
+  readonly appended: number;
+  readonly cutBytes: number;
+}
+
+/** One stream in memory: its head, its bloom, and its cut chunks until they are flushed. */
+export class Stream {
+  /** Its labels by name, for matching selectors. */
+  readonly labelMap: Readonly<Record<string, string>>;
+  head: Head | undefined = undefined;
+  /** Cut, waiting for the next flush job. */
+  pending: CutChunk[] = [];
+  /** In the running flush job. */
+  flushing: CutChunk[] = [];
+  /** Bloom tokens already counted in `tokensAdded`. */
+  private tokensCounted = 0;
+
+  /** `bloom` is undefined when blooms are off for the tenant. */
+  constructor(
+    readonly key: string,
+    readonly tenant: string,
+    readonly labels: string,
+    readonly fingerprint: bigint,
+    readonly bloom: SeriesBloomBuilder | undefined,
+    private readonly ctx: StreamContext,
+  ) {
+    const labelMap: Record<string, string> = {};
+    try {
+      for (const l of parseLabels(labels)) labelMap[l.name] = l.value;
+    } catch {
+      // The distributor wrote canonical labels; anything else simply matches no selector.
+    }
+    this.labelMap = labelMap;
+  }
+
+  /**
+   * Appends the entries of the record at `offset` to the head (opened on demand), counting
+   * what is appended and dropped (`duplicate`, `invalid_entry`), and cuts the head once it
+   * reaches `chunkTargetBytes` compressed.
+   */
+  append(entries: QueueRecord["entries"], offset: number, nowMs: number): AppendResult {
+    const { config, metrics } = this.ctx;
+    let appended = 0;
+    let cutBytes = 0;
+    for (const e of entries) {
+      const entry: Entry = {
+        timestamp: e.timestampNs,
+        line: e.line,
+        structuredMetadata: e.structuredMetadata,
+      };
+      this.head ??= new Head(config.chunkBlockBytes, nowMs);
+      let ok: boolean;
+      try {
+        ok = this.head.append(entry, offset, nowMs);
+      } catch (error) {
+        if (error instanceof ChunkError && error.code === "too_large" && this.head.entryCount > 0) {
+          // The symbol table is full: cut here. The cut chunk claims only the records before
+          // this one, so a replay re-reads this record whole (at-least-once for this rare case).
+          cutBytes += this.cut("full", offset - 1);
+          this.head = new Head(config.chunkBlockBytes, nowMs);
+          try {
+            ok = this.head.append(entry, offset, nowMs);
+          } catch {
+            ok = false;
+          }
+          if (!ok) metrics.entriesDropped.inc({ reason: "invalid_entry" });
+          if (ok) appended++;
+          continue;
+        }
+        metrics.entriesDropped.inc({ reason: "invalid_entry" });
+        continue;
+      }
+      if (!ok) {
+        metrics.entriesDropped.inc({ reason: "duplicate" });
+        continue;
+      }
+      appended++;
+      this.bloom?.add(entry.structuredMetadata, entry.line);
+    }
+    metrics.entriesAppended.inc(appended);
+    if (
+      this.head !== undefined &&
+      this.head.builder.compressedBytesEstimate >= config.chunkTargetBytes
+    ) {
+      cutBytes += this.cut("full");
+    }
+    return { appended, cutBytes };
+  }
+
+  /**
+   * Cuts the head: encodes it, closes its bloom chunk, and queues it for the next flush of
+   * its partition. `lastOffset` lowers the offset the chunk claims (see {@link append}).
+   * Returns the bytes queued (0 when there was no head, or an empty one).
+   */
+  cut(reason: FlushReason, lastOffset?: number): number {
+    const head = this.head;
+    if (head === undefined) return 0;
+    this.head = undefined;
+    if (head.entryCount === 0) return 0;
+    const encoded = head.encode();
+    this.bloom?.cut({ from: encoded.from, through: encoded.through, checksum: encoded.checksum });
+    if (this.bloom !== undefined) {
+      this.ctx.metrics.tokensAdded.inc(this.bloom.stats.tokens - this.tokensCounted);
+      this.tokensCounted = this.bloom.stats.tokens;
+    }
+    this.pending.push({
+      encoded,
+      firstOffset: head.firstOffset,
+      lastOffset: lastOffset ?? head.lastOffset,
+      reason,
+    });
+    return encoded.bytes.length;
+  }
+
+  /**
+   * True when the stream holds nothing (no entry in a head, no chunk cut or flushing), so
+   * it may go: its next record builds it again. Drops an empty head first.
+   */
+  releasable(): boolean {
+    if (this.head !== undefined && this.head.entryCount === 0) this.head = undefined;
+    return this.head === undefined && this.pending.length === 0 && this.flushing.length === 0;
+  }
+}
