@@ -75,46 +75,7 @@ function escapeRegExp(text: string): string {
 /** Where test files live. */
 const TEST_DIRS = ["packages/*/src", "services/*/src", "proto/src", "apps/*/src", "tests"];
 
-/**
- * Integration tests still named `*.test.ts` (each read and classified by hand). Delete this
- * list once they are renamed: `sh scripts/classify-tests.sh --renames` prints the `git mv`s.
- */
-const INTEGRATION_BY_PATH = [
-  "apps/sieve/src/all.test.ts",
-  "apps/sieve/src/distributed.test.ts",
-  "apps/sieve/src/fuzz.test.ts",
-  "apps/sieve/src/internal.test.ts",
-  "apps/sieve/src/needle.test.ts",
-  "apps/sieve/src/robustness.test.ts",
-  "packages/bloom/src/shared.test.ts",
-  "packages/kit/src/deadline.test.ts",
-  "packages/kit/src/http.test.ts",
-  "packages/kit/src/retry.test.ts",
-  "packages/logql/src/regex-workers.test.ts",
-  "packages/queue/src/kafka/kafka.test.ts",
-  "packages/queue/src/wal/crash.test.ts",
-  "packages/storage/src/fs.test.ts",
-  "packages/storage/src/outage.test.ts",
-  "packages/storage/src/s3.test.ts",
-  "services/bloom-gateway/src/http.test.ts",
-  "services/bloom-gateway/src/s3.test.ts",
-  "services/distributor/src/clients.test.ts",
-  "services/distributor/src/hostile.test.ts",
-  "services/distributor/src/http.test.ts",
-  "services/distributor/src/kafka.test.ts",
-  "services/ingester/src/crash.test.ts",
-  "services/ingester/src/ingester.test.ts",
-  "services/ingester/src/kafka.test.ts",
-  "services/ingester/src/robustness.test.ts",
-  "services/querier/src/blooms.test.ts",
-  "services/querier/src/failsoft.test.ts",
-  "services/querier/src/http.test.ts",
-  "services/querier/src/ingester.test.ts",
-  "services/querier/src/isolation.test.ts",
-  "services/querier/src/outage.test.ts",
-];
-
-const INTEGRATION = [...TEST_DIRS.map((dir) => `${dir}/**/*.int.test.ts`), ...INTEGRATION_BY_PATH];
+const INTEGRATION = TEST_DIRS.map((dir) => `${dir}/**/*.int.test.ts`);
 
 export default defineConfig({
   resolve: { alias: sourceAliases() },

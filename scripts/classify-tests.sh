@@ -1,9 +1,6 @@
 #!/bin/sh
 # Which vitest project runs each test file, as vitest.config.ts decides (`vitest list`):
 #   sh scripts/classify-tests.sh           one line per file: "unit <path>" or "integration <path>"
-#   sh scripts/classify-tests.sh --renames the `git mv` commands that give every integration
-#                                          test its `*.int.test.ts` name, then the lines that
-#                                          mention an old name (comments, READMEs) to update
 #   sh scripts/classify-tests.sh --check   exits 1 when a unit test file looks like an
 #                                          integration test (a hint, from the markers below)
 # A unit test is pure and in-process; an integration test uses Kafka, S3/MinIO, a server on
@@ -13,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 # What makes a file an integration test, as it appears in the file itself; a helper that
 # starts a server or a process is named here (spawnSieve, startDistributor). A hint only:
-# apps/sieve's fuzz.test.ts reaches `sieve` through runFuzz, which it does not catch.
+# apps/sieve's fuzz.int.test.ts reaches `sieve` through runFuzz, which it does not catch.
 MARKERS='\.listen\(|node:child_process|node:worker_threads|piscina|QueryPool|\bKAFKA_BROKERS\b|kafkaBrokers|\bS3_ENDPOINT\b|s3Endpoint|startPrivateMinio|startDistributor|spawnSieve|startSieve|dist/main\.js'
 
 list() {
@@ -24,22 +21,6 @@ list() {
 case "${1:-}" in
 "")
   list
-  ;;
---renames)
-  old=""
-  for path in $(list | awk '$1 == "integration" { print $2 }'); do
-    case "$path" in
-    *.int.test.ts) ;;
-    *)
-      echo "git mv $path ${path%.test.ts}.int.test.ts"
-      old="$old|$(basename "$path")"
-      ;;
-    esac
-  done
-  if [ -n "$old" ]; then
-    echo "# then delete INTEGRATION_BY_PATH in vitest.config.ts, and update these mentions:"
-    git grep -nE "(^|[^a-z.-])(${old#|})" -- ':!vitest.config.ts' | sed 's/^/# /' || true
-  fi
   ;;
 --check)
   status=0
@@ -52,7 +33,7 @@ case "${1:-}" in
   exit "$status"
   ;;
 *)
-  echo "usage: sh scripts/classify-tests.sh [--renames | --check]" >&2
+  echo "usage: sh scripts/classify-tests.sh [--check]" >&2
   exit 2
   ;;
 esac

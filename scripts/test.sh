@@ -10,6 +10,8 @@ pnpm run build
 pnpm run typecheck
 pnpm run lint
 pnpm run format:check
+# A test that starts servers or processes must be named *.int.test.ts (the integration project).
+sh scripts/classify-tests.sh --check
 # Real servers for the integration tests. Each adds its stop command to $on_exit, which
 # the one EXIT trap runs (a second `trap ... EXIT` would replace the first).
 on_exit=":"

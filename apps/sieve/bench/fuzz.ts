@@ -1,6 +1,6 @@
 /**
  * `pnpm fuzz`: the long fuzz run before a release (issue 10, "Proof"). The generators of
- * fuzz.test.ts (src/fuzz/), 20,000 push bodies and 20,000 reads by default, interleaved at
+ * fuzz.int.test.ts (src/fuzz/), 20,000 push bodies and 20,000 reads by default, interleaved at
  * concurrency 8 against a fresh `sieve all` (the built dist/main.js: run `pnpm build`
  * first), with /ready probed every 50 ms and RSS sampled every 100 ms.
  *

@@ -1,4 +1,4 @@
-// Worker for shared.test.ts: opens the shared filter, waits until every worker is ready,
+// Worker for shared.int.test.ts: opens the shared filter, waits until every worker is ready,
 // then adds its keys at the same time as the others.
 import { parentPort, workerData } from "node:worker_threads";
 import { SharedBloomFilter, type SharedBloom } from "./classic.js";

@@ -1,6 +1,6 @@
 /**
- * The contract every ObjectStore passes, run by fs.test.ts against a temporary directory
- * and by s3.test.ts against a real MinIO. `open` gives a store over an empty namespace.
+ * The contract every ObjectStore passes, run by fs.int.test.ts against a temporary directory
+ * and by s3.int.test.ts against a real MinIO. `open` gives a store over an empty namespace.
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, test } from "vitest";

@@ -1,5 +1,5 @@
 /**
- * Child process of fs.test.ts's crash test: puts random objects under 20 keys in a loop
+ * Child process of fs.int.test.ts's crash test: puts random objects under 20 keys in a loop
  * until killed. Each object is sha256(body) followed by body, so a reader can tell a whole
  * object from a torn one. Prints `start <key> <sha>` before and `done <key> <sha>` after
  * each put.

@@ -34,7 +34,7 @@ export type {
 
 /**
  * Longest stretch a query runs before it yields to the event loop. Measured
- * (robustness.test.ts: 1,000 `| json` stages over 4,000 unflushed lines, about 2.5 ms a
+ * (robustness.int.test.ts: 1,000 `| json` stages over 4,000 unflushed lines, about 2.5 ms a
  * line, 10.9 s in all): meanwhile `/ready` answered in 19 ms p50 / 75 ms p99 and WAL
  * pushes in 21 / 114 ms (fsync included), with the test's HTTP client on the same thread
  * (each round trip needs several turns of the loop); before, both waited the whole query.

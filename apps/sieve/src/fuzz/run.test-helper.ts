@@ -1,5 +1,5 @@
 /**
- * One fuzz run against a fresh `sieve all`, shared by fuzz.test.ts (2,000 pushes and 2,000
+ * One fuzz run against a fresh `sieve all`, shared by fuzz.int.test.ts (2,000 pushes and 2,000
  * reads) and `pnpm fuzz` (20,000+ each): canary data first, then pushes (even indexes) and
  * reads (odd indexes) interleaved at a fixed concurrency while /ready is probed every 50 ms
  * and RSS sampled every 100 ms, then the canary read back before and after a flush.

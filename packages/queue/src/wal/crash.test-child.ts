@@ -1,5 +1,5 @@
 /**
- * The writer killed by crash.test.ts: appends records to a write-ahead log as fast as it
+ * The writer killed by crash.int.test.ts: appends records to a write-ahead log as fast as it
  * can from several concurrent callers and prints `ack <id>` for each record once its
  * append has resolved (stdout to a pipe is synchronous on Linux, so a printed id was
  * acknowledged before any kill). Runs until killed.
