@@ -66,10 +66,6 @@ function declarations(files: readonly { path: string; text: string }[], name: st
 const PAIR =
   /^\s*(?:export\s+)?interface\s+(\w+)\s*\{\s*(?:readonly\s+)?(name|value):\s*string;\s*(?:readonly\s+)?(?!\2)(?:name|value):\s*string;\s*\}/gm;
 
-// proto/src/push.ts still declares logproto's LabelPair: another change replaces it with
-// @sieve/labels' Label (see the issue 12 report); until then it is the one known copy.
-const KNOWN_PAIR_COPIES = new Set(["proto/src/push.ts LabelPair"]);
-
 describe("internal contracts", () => {
   const files = sources();
 
@@ -87,8 +83,6 @@ describe("internal contracts", () => {
     for (const f of files) {
       for (const m of f.text.matchAll(PAIR)) pairs.push(`${f.path} ${m[1]!}`);
     }
-    expect(pairs.filter((p) => !KNOWN_PAIR_COPIES.has(p))).toEqual([
-      "packages/labels/src/parse.ts Label",
-    ]);
+    expect(pairs).toEqual(["packages/labels/src/parse.ts Label"]);
   });
 });

@@ -1,12 +1,13 @@
 import { PushRequestType } from "./codec.js";
 import type { LongBits } from "./codec.js";
 import { ProtoError } from "./errors.js";
+import type { Label as LabelPair } from "@sieve/labels";
 
-/** A name/value pair: a structured metadata entry (logproto.LabelPairAdapter). */
-export interface LabelPair {
-  name: string;
-  value: string;
-}
+/**
+ * A name/value pair: a structured metadata entry (logproto.LabelPairAdapter), the one
+ * `{name, value}` type of @sieve/labels.
+ */
+export type { LabelPair };
 
 /** google.protobuf.Timestamp as decoded: `seconds` is a Long (or a number when encoding). */
 export interface PushTimestamp {

@@ -4,18 +4,21 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { decodeQueryResponse, encodeQueryRequest } from "@sieve/proto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnSieve, type SieveProcess } from "./sieve.test-helper.js";
 
+const PROTOBUF = "application/x-protobuf";
 const INTERNAL_ROUTES = [
   { path: "/flush", body: "" },
   {
     path: "/ingester/v1/query",
-    body: JSON.stringify({
+    // The ingester's query API speaks protobuf (proto/ingester.proto).
+    body: encodeQueryRequest({
       tenant: "fake",
       selector: '{app="internal"}',
-      start: "0",
-      end: String(BigInt(Date.now() + 60_000) * 1_000_000n),
+      start: 0n,
+      end: BigInt(Date.now() + 60_000) * 1_000_000n,
       direction: "forward",
       limit: 10,
     }),
@@ -23,10 +26,10 @@ const INTERNAL_ROUTES = [
   { path: "/bloomgateway/v1/filter", body: "" },
 ];
 
-async function post(base: string, path: string, body: string): Promise<number> {
+async function post(base: string, path: string, body: string | Uint8Array): Promise<number> {
   const response = await fetch(new URL(path, base), {
     method: "POST",
-    ...(body !== "" && { headers: { "content-type": "application/json" }, body }),
+    ...(body !== "" && { headers: { "content-type": PROTOBUF }, body }),
   });
   await response.arrayBuffer();
   return response.status;
@@ -68,11 +71,12 @@ describe("sieve all with server.internalPort", () => {
     const query = INTERNAL_ROUTES[1]!;
     const response = await fetch(new URL(query.path, sieve.internalUrl), {
       method: "POST",
-      headers: { "content-type": "application/json", "x-scope-orgid": "fake" },
+      headers: { "content-type": PROTOBUF, "x-scope-orgid": "fake" },
       body: query.body,
     });
     expect(response.status).toBe(200);
-    expect(await response.text()).toContain('"line"');
+    const streams = decodeQueryResponse(new Uint8Array(await response.arrayBuffer()));
+    expect(streams.flatMap((s) => s.entries.map((e) => e.line))).toContain("line");
     expect(await post(sieve.internalUrl, "/flush", "")).toBe(204);
   });
 

@@ -8,9 +8,6 @@ export type {
   DeliveryFailure,
   DeliveryStage,
 } from "./queue.js";
-// Re-exported from @sieve/kit until the ingester imports them from there (see issue 12).
-export { isRetriable, retryRetriable } from "@sieve/kit";
-export type { RetryOptions } from "@sieve/kit";
 export { QueueError, QUEUE_ERRORS } from "./errors.js";
 export type { QueueErrorCode } from "./errors.js";
 export { openWal, WalWriter, WalConsumer } from "./wal/wal.js";

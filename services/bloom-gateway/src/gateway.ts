@@ -1,5 +1,6 @@
 import type { AnyFilter } from "@sieve/bloom";
 import { CHUNK_PREFIX_BYTES, writeChunkPrefix } from "@sieve/index";
+import { isDeadlineReason, mapLimit, withDeadline } from "@sieve/kit";
 import type { BloomBlockStore, SegmentChunk } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
 import { bloomTestTokens, evaluateBloomTest } from "@sieve/logql";
@@ -98,36 +99,6 @@ class CompiledTest {
   }
 }
 
-class Timeout extends Error {}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => {
-      reject(new Timeout());
-    }, ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => {
-    clearTimeout(timer);
-  });
-}
-
-/** Runs `fn` on every item with at most `limit` running at once. */
-async function forEachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T, index: number) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      await fn(items[i]!, i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-}
-
 function labelsRecord(labels: string): Record<string, string> {
   const out: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const { name, value } of parseLabels(labels)) out[name] = value;
@@ -191,7 +162,7 @@ export class BloomGateway implements ChunkFilter {
       req.series.forEach((s, i) => (kept[i] = [...s.chunks]));
     } else {
       const compiled = new CompiledTest(req.test);
-      await forEachLimited(req.series, this.config.maxConcurrentReads, async (s, i) => {
+      await mapLimit(req.series, this.config.maxConcurrentReads, async (s, i) => {
         kept[i] = await this.filterSeries(s, compiled, stats);
       });
     }
@@ -231,10 +202,11 @@ export class BloomGateway implements ChunkFilter {
     }
     let filter: AnyFilter;
     try {
-      const got = await withTimeout(
-        this.cache.get(bloom, s.fingerprint),
-        this.config.readTimeoutMs,
-      );
+      // The cache's load is shared by every caller of the block, so one caller's deadline
+      // does not cancel it (its store read has its own S3 deadline): this only stops waiting.
+      const got = await withDeadline(() => this.cache.get(bloom, s.fingerprint), {
+        timeoutMs: this.config.readTimeoutMs,
+      });
       filter = got.filter;
       this.metrics.cacheRequests.inc({ result: got.source });
       if (got.source === "miss") stats.blocksRead++;
@@ -243,7 +215,7 @@ export class BloomGateway implements ChunkFilter {
       const reason: FailOpenReason =
         error instanceof BloomReadError
           ? error.reason
-          : error instanceof Timeout
+          : isDeadlineReason(error)
             ? "timeout"
             : "internal_error";
       if (reason === "internal_error") {

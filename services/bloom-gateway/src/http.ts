@@ -1,6 +1,7 @@
 import Fastify from "fastify";
-import type { FastifyError, FastifyInstance, FastifyPluginCallback } from "fastify";
+import type { FastifyInstance, FastifyPluginCallback } from "fastify";
 import { MISSING_REASONS } from "@sieve/index";
+import { errorHandler } from "@sieve/kit";
 import type { BloomBlockStore, BloomLocation, MissingReason } from "@sieve/index";
 import { ProtoError, decodeFilterRequest, encodeFilterResponse } from "@sieve/proto";
 import type { DecodedFilterRequest, FilterRequest } from "@sieve/proto";
@@ -79,28 +80,24 @@ export function bloomGatewayPlugin(deps: BloomGatewayHttpDeps): FastifyPluginCal
       },
     );
 
-    app.setErrorHandler((error: FastifyError, request, reply) => {
-      const status =
-        error instanceof GatewayError
-          ? error.status
-          : error.code === "FST_ERR_CTP_BODY_TOO_LARGE"
-            ? 413
-            : error.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE"
-              ? 415
-              : (error.statusCode ?? 500);
-      if (status >= 500) request.log.error({ err: error }, "filter request failed");
-      metrics.requestDuration.observe({ status_code: String(status) }, reply.elapsedTime / 1000);
-      const message =
-        status === 413
-          ? `${new GatewayError("body_too_large").message} (limit ${config.maxRequestBytes} bytes)`
-          : status === 415
-            ? new GatewayError("unsupported_media_type").message
-            : error.message;
-      return reply
-        .code(status)
-        .type("text/plain; charset=utf-8")
-        .send(message + "\n");
-    });
+    app.setErrorHandler(
+      errorHandler({
+        logMessage: "filter request failed",
+        onError: (status, _error, reply) => {
+          metrics.requestDuration.observe(
+            { status_code: String(status) },
+            reply.elapsedTime / 1000,
+          );
+        },
+        // fastify's own refusals, in the gateway's words.
+        message: (_error, status) =>
+          status === 413
+            ? `${new GatewayError("body_too_large").message} (limit ${config.maxRequestBytes} bytes)`
+            : status === 415
+              ? new GatewayError("unsupported_media_type").message
+              : undefined,
+      }),
+    );
 
     app.post(FILTER_PATH, { logLevel: "warn" }, async (request, reply) => {
       if (!Buffer.isBuffer(request.body)) throw new GatewayError("unsupported_media_type");

@@ -1,3 +1,4 @@
+import { deadlineSignal } from "@sieve/kit";
 import {
   ProtoError,
   decodeQueryResponse,
@@ -14,8 +15,23 @@ import type {
   IngesterStream,
 } from "@sieve/proto";
 import { IngesterError } from "./errors.js";
+import type { IngesterErrorCode } from "./errors.js";
 import { PROTOBUF_TYPE, TIMEOUT_HEADER } from "./http.js";
 import { abortError } from "./query.js";
+
+/**
+ * The ingester's refusals the client rethrows as they are (the query's fault, or its
+ * deadline): anything else an ingester answers is `upstream`.
+ */
+const PASSED_THROUGH: ReadonlySet<string> = new Set<IngesterErrorCode>([
+  "invalid_request",
+  "invalid_selector",
+  "too_many_entries",
+  "too_many_series",
+  "answer_too_large",
+  "timeout",
+  "canceled",
+]);
 
 /** Options of {@link IngesterHttpClient}. */
 export interface IngesterHttpClientOptions {
@@ -50,9 +66,7 @@ export class IngesterHttpClient implements IngesterQuerier {
   ): Promise<T> {
     // The ingester stops at the caller's deadline; waiting a little longer lets its 504 arrive.
     const timeoutMs = Math.max(1, Math.min(this.timeoutMs, options.timeoutMs ?? this.timeoutMs));
-    const deadline = AbortSignal.timeout(timeoutMs + 1000);
-    const signal =
-      options.signal === undefined ? deadline : AbortSignal.any([options.signal, deadline]);
+    const signal = deadlineSignal(timeoutMs + 1000, options.signal);
     let response: Response;
     let bytes: Uint8Array;
     try {
@@ -69,7 +83,7 @@ export class IngesterHttpClient implements IngesterQuerier {
       bytes = new Uint8Array(await response.arrayBuffer());
     } catch (error) {
       if (options.signal?.aborted === true) throw abortError(options.signal);
-      if (deadline.aborted) throw new IngesterError("timeout", url, { cause: error });
+      if (signal.aborted) throw new IngesterError("timeout", url, { cause: error });
       throw new IngesterError("upstream", `${url}: ${(error as Error).message}`, { cause: error });
     }
     if (!response.ok) {
@@ -81,15 +95,8 @@ export class IngesterHttpClient implements IngesterQuerier {
       } catch {
         // not our JSON error
       }
-      if (
-        code === "too_many_entries" ||
-        code === "invalid_request" ||
-        code === "too_many_series" ||
-        code === "invalid_selector" ||
-        code === "timeout" ||
-        code === "canceled"
-      ) {
-        throw new IngesterError(code, `${url}: ${text}`);
+      if (code !== undefined && PASSED_THROUGH.has(code)) {
+        throw new IngesterError(code as IngesterErrorCode, `${url}: ${text}`);
       }
       throw new IngesterError("upstream", `${url}: ${response.status} ${text.slice(0, 512)}`);
     }

@@ -11,6 +11,9 @@ export const INGESTER_ERRORS = defineErrors({
   tenant_mismatch: { status: 400, message: "X-Scope-OrgID must equal the request's tenant" },
   too_many_entries: { status: 422, message: "query would return too many entries" },
   too_many_series: { status: 422, message: "query would return too many series" },
+  // The querier's memory budget for the answer (`maxBytes`), in words close to Loki's
+  // `max_query_bytes_read` refusal.
+  answer_too_large: { status: 422, message: "the query would hold too many bytes" },
   // Loki's text for a query past its deadline (pkg/util/server/error.go, ErrDeadlineExceeded).
   timeout: {
     status: 504,

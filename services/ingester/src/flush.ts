@@ -35,8 +35,9 @@ import type {
   SegmentSeries,
   SeriesBloom,
 } from "@sieve/index";
-import { isRetriable, retryRetriable } from "@sieve/queue";
+import { isRetriable, mapLimit, retryRetriable } from "@sieve/kit";
 import type { ObjectStore } from "@sieve/storage";
+import pLimit from "p-limit";
 import type { Logger } from "pino";
 import type { IngesterConfig } from "./config.js";
 import type { FlushReason } from "./head.js";
@@ -125,12 +126,15 @@ export interface FlusherDeps {
  * offset.
  */
 export class Flusher {
-  private flushSlots: number;
-  private readonly slotWaiters: (() => void)[] = [];
+  /**
+   * At most `flushConcurrency` jobs write at once, first come first served: p-limit (the
+   * library under kit's `mapLimit`) as a semaphore, since jobs arrive one by one.
+   */
+  private readonly flushSlots: ReturnType<typeof pLimit>;
   private idSequence = 0;
 
   constructor(private readonly deps: FlusherDeps) {
-    this.flushSlots = deps.config.flushConcurrency;
+    this.flushSlots = pLimit(deps.config.flushConcurrency);
   }
 
   /** The periodic check: idle and old heads are cut and flushed; idle partitions commit. */
@@ -183,7 +187,7 @@ export class Flusher {
     if (done.length === 0) return;
     p.kept = p.kept.filter((m) => m.maxOffset >= offset);
     try {
-      await pool(done, this.deps.config.flushWriteConcurrency, (m) =>
+      await mapLimit(done, this.deps.config.flushWriteConcurrency, (m) =>
         this.deps.store.delete(m.key),
       );
     } catch (error) {
@@ -230,23 +234,20 @@ export class Flusher {
     };
   }
 
-  private async acquireSlot(): Promise<void> {
-    if (this.flushSlots > 0) {
-      this.flushSlots--;
-      return;
-    }
-    await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
-  }
-
-  private releaseSlot(): void {
-    const next = this.slotWaiters.shift();
-    if (next !== undefined) next();
-    else this.flushSlots++;
-  }
-
   private async runJob(p: PartitionState, job: FlushJob): Promise<void> {
+    await this.flushSlots(() => this.writeJob(p, job));
+    for (const fs of job.streams) {
+      const s = p.streams.get(streamKey(fs.tenant, fs.fingerprint));
+      if (s === undefined) continue;
+      for (const c of s.flushing) p.pendingBytes -= c.encoded.bytes.length;
+      s.flushing = [];
+    }
+    this.updateGauges();
+  }
+
+  /** Writes a job (holding a flush slot), retrying while the store may come back. */
+  private async writeJob(p: PartitionState, job: FlushJob): Promise<void> {
     const { config, metrics, health, logger } = this.deps;
-    await this.acquireSlot();
     const started = performance.now();
     try {
       // Retried with exponential backoff and jitter while the store may come back; a
@@ -287,16 +288,7 @@ export class Flusher {
       }
       metrics.flushDuration.observe({ outcome: "failed" }, (performance.now() - started) / 1000);
       throw error;
-    } finally {
-      this.releaseSlot();
     }
-    for (const fs of job.streams) {
-      const s = p.streams.get(streamKey(fs.tenant, fs.fingerprint));
-      if (s === undefined) continue;
-      for (const c of s.flushing) p.pendingBytes -= c.encoded.bytes.length;
-      s.flushing = [];
-    }
-    this.updateGauges();
   }
 
   /** Commits the partition's safe offset if it moved, then deletes manifests below it. */
@@ -323,19 +315,6 @@ export class Flusher {
     // its commit is where the next owner resumes.
     if (!p.revoked || this.deps.stopping()) await this.deleteManifestsBelow(p, p.committed);
   }
-}
-
-/** Runs `tasks` with at most `limit` in flight; rejects with the first failure. */
-export async function pool<T>(
-  items: readonly T[],
-  limit: number,
-  task: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) await task(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 /** Makes the segment/bloom id of a job: time-sorted, unique per writer. */
@@ -375,7 +354,7 @@ export async function writeFlush(
       chunkBytes += c.encoded.bytes.length;
     }
   }
-  await pool(chunkWrites, writeConcurrency, ({ key, bytes }) => store.put(key, bytes));
+  await mapLimit(chunkWrites, writeConcurrency, ({ key, bytes }) => store.put(key, bytes));
 
   const byTenant = new Map<string, FlushStream[]>();
   for (const s of job.streams) {
@@ -435,7 +414,7 @@ export async function writeFlush(
       });
     }
   }
-  await pool(bloomWrites, writeConcurrency, ({ key, bytes }) => store.put(key, bytes));
+  await mapLimit(bloomWrites, writeConcurrency, ({ key, bytes }) => store.put(key, bytes));
 
   const streams: ManifestStream[] = job.streams.map((s) => ({
     tenant: s.tenant,
@@ -453,7 +432,7 @@ export async function writeFlush(
   };
   const key = manifestKey(job.partition, job.seq);
   await store.put(key, encodeManifest(manifest));
-  await pool(segments, writeConcurrency, ({ key: k, bytes }) => store.put(k, bytes));
+  await mapLimit(segments, writeConcurrency, ({ key: k, bytes }) => store.put(k, bytes));
   if (metrics !== undefined) {
     metrics.bloomBytes.inc(bloomBytes);
     metrics.segmentsWritten.inc(segments.length);

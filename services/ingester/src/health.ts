@@ -4,7 +4,7 @@
  * logged, counted by stage and reason, and held as a fault of its partition until the
  * same work succeeds again. `/ready` answers 503 with the faults' text while any is held.
  */
-import { isRetriable } from "@sieve/queue";
+import { isRetriable } from "@sieve/kit";
 import type { DeliveryFailure, DeliveryStage } from "@sieve/queue";
 import { isStoreFailure, StorageError } from "@sieve/storage";
 import type { Logger } from "pino";

@@ -1,5 +1,6 @@
 import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
+import { deadlineSignal, errorHandler } from "@sieve/kit";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import {
@@ -86,7 +87,7 @@ function querySignal(request: FastifyRequest, reply: FastifyReply): AbortSignal 
   reply.raw.on("close", () => {
     if (!reply.raw.writableFinished) gone.abort(new Error("client closed the request"));
   });
-  return AbortSignal.any([AbortSignal.timeout(timeoutMs), gone.signal]);
+  return deadlineSignal(timeoutMs, gone.signal);
 }
 
 /** Decodes a request body with `decode`: bytes that are not the message are a 400. */
@@ -102,16 +103,6 @@ function decodeBody<T>(body: unknown, decode: (bytes: Uint8Array) => T): T {
     }
     throw error;
   }
-}
-
-function sendError(reply: FastifyReply, error: unknown): FastifyReply {
-  if (error instanceof IngesterError) {
-    return reply
-      .code(error.status)
-      .type("application/json")
-      .send(JSON.stringify({ code: error.code, message: error.message }));
-  }
-  throw error;
 }
 
 /**
@@ -132,6 +123,11 @@ export function createIngester(deps: IngesterServiceDeps): IngesterService {
   const plugin =
     (options: IngesterPluginOptions = {}): FastifyPluginCallback =>
     (app, _opts, done) => {
+      // The ingester's own errors answer `{code, message}` JSON (the client reads the code);
+      // any other error goes to the enclosing handler, as the routes rethrew them before.
+      app.setErrorHandler(
+        errorHandler({ body: "json", foreign: "default", logMessage: "ingester request failed" }),
+      );
       const checkTenant = (request: FastifyRequest, tenant: string): void => {
         const header = tenantHeader(request);
         if (header !== tenant) {
@@ -166,31 +162,21 @@ export function createIngester(deps: IngesterServiceDeps): IngesterService {
       parsed(null, body);
     });
     app.post("/ingester/v1/query", { logLevel: "warn" }, async (request, reply) => {
-      let body: Uint8Array;
-      try {
-        const req = decodeBody(request.body, decodeQueryRequest);
-        checkTenant(request, req.tenant);
-        if (!ingester.serving) throw new IngesterError("not_ready");
-        body = encodeQueryResponse(
-          await ingester.query(req, { signal: querySignal(request, reply) }),
-        );
-      } catch (error) {
-        return sendError(reply, error);
-      }
+      const req = decodeBody(request.body, decodeQueryRequest);
+      checkTenant(request, req.tenant);
+      if (!ingester.serving) throw new IngesterError("not_ready");
+      const body = encodeQueryResponse(
+        await ingester.query(req, { signal: querySignal(request, reply) }),
+      );
       return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
     });
     app.post("/ingester/v1/series", { logLevel: "warn" }, async (request, reply) => {
-      let body: Uint8Array;
-      try {
-        const req = decodeBody(request.body, decodeSeriesRequest);
-        checkTenant(request, req.tenant);
-        if (!ingester.serving) throw new IngesterError("not_ready");
-        body = encodeSeriesResponse(
-          await ingester.series(req, { signal: querySignal(request, reply) }),
-        );
-      } catch (error) {
-        return sendError(reply, error);
-      }
+      const req = decodeBody(request.body, decodeSeriesRequest);
+      checkTenant(request, req.tenant);
+      if (!ingester.serving) throw new IngesterError("not_ready");
+      const body = encodeSeriesResponse(
+        await ingester.series(req, { signal: querySignal(request, reply) }),
+      );
       return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
     });
     // Loki's flush endpoint: every head now; answered once durable and committed.

@@ -242,8 +242,8 @@ export async function queryStreams(
             compact();
             if (doneBytes + keptBytes > maxBytes) {
               throw new IngesterError(
-                "too_many_entries",
-                `the answer would hold more than ${maxBytes} bytes (the querier's maxQueryMemoryBytes)`,
+                "answer_too_large",
+                `more than ${maxBytes} bytes (the querier's maxQueryMemoryBytes); consider adding more specific stream selectors, reducing the time range or the limit`,
               );
             }
           }

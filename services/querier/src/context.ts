@@ -3,6 +3,7 @@
  * querier's shared parts it reads through ({@link QuerierParts}).
  */
 import type { IndexSegment } from "@sieve/index";
+import { deadlineSignal, settleBy } from "@sieve/kit";
 import type { ObjectCache } from "./cache.js";
 import type { QuerierConfig, QueryLimits } from "./config.js";
 import type { QuerierStore } from "./deps.js";
@@ -52,21 +53,16 @@ export class QueryContext {
   private heldBytes = 0;
   readonly started = performance.now();
   private readonly deadline: number;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly expired: Promise<never>;
+  /**
+   * Aborts at the query's deadline (none without `queryTimeoutMs`): passed to the ingesters
+   * and to the store reads that are the query's own, which then stop.
+   */
+  readonly signal: AbortSignal;
 
   constructor(readonly limits: QueryLimits) {
-    this.deadline =
-      limits.queryTimeoutMs > 0 ? this.started + limits.queryTimeoutMs : Number.POSITIVE_INFINITY;
-    this.expired = new Promise<never>((_, reject) => {
-      if (limits.queryTimeoutMs > 0) {
-        this.timer = setTimeout(() => {
-          reject(new QueryError("timeout", ERR_DEADLINE_EXCEEDED));
-        }, limits.queryTimeoutMs);
-        this.timer.unref();
-      }
-    });
-    this.expired.catch(() => undefined);
+    const timeoutMs = limits.queryTimeoutMs > 0 ? limits.queryTimeoutMs : undefined;
+    this.deadline = timeoutMs === undefined ? Number.POSITIVE_INFINITY : this.started + timeoutMs;
+    this.signal = deadlineSignal(timeoutMs);
   }
 
   /** Throws the timeout error once the deadline has passed. */
@@ -84,15 +80,28 @@ export class QueryContext {
     if (max > 0 && this.heldBytes + transient > max) throw queryMemory(max);
   }
 
-  /** What an ingester call may take: the time left before the deadline, if any. */
-  callOptions(): { timeoutMs?: number } {
-    if (this.deadline === Number.POSITIVE_INFINITY) return {};
-    return { timeoutMs: Math.max(1, Math.ceil(this.deadline - performance.now())) };
+  /**
+   * What an ingester call may take: the query's signal, and the time left before the
+   * deadline, if any (the HTTP client sends it on, for the ingester to stop there).
+   */
+  callOptions(): { signal: AbortSignal; timeoutMs?: number } {
+    if (this.deadline === Number.POSITIVE_INFINITY) return { signal: this.signal };
+    return {
+      signal: this.signal,
+      timeoutMs: Math.max(1, Math.ceil(this.deadline - performance.now())),
+    };
   }
 
-  /** `p`, or the timeout error when the deadline comes first. */
+  /**
+   * `p`, or the timeout error once the deadline has passed: as soon as it passes (work
+   * that does not take the signal, or a shared cache load, is not waited for), or when `p`
+   * fails because the signal aborted it.
+   */
   race<T>(p: Promise<T>): Promise<T> {
-    return Promise.race([p, this.expired]);
+    return settleBy(p, this.signal).catch((e: unknown) => {
+      if (this.signal.aborted) throw new QueryError("timeout", ERR_DEADLINE_EXCEEDED);
+      throw e;
+    });
   }
 
   /** Wall time so far, in seconds. */
@@ -100,7 +109,11 @@ export class QueryContext {
     return (performance.now() - this.started) / 1000;
   }
 
+  /**
+   * Ends the context. Nothing to release any more: the deadline is `AbortSignal.timeout`'s,
+   * whose timer does not keep the process alive and goes with the signal.
+   */
   close(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    // nothing to do (see above)
   }
 }

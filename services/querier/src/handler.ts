@@ -4,6 +4,7 @@
  * query in process and on a worker thread of a {@link QueryPool}, so the two cannot drift;
  * the HTTP layer only reads the tenant and the form, and writes the answer.
  */
+import { TEXT_ERROR_TYPE, textErrorBody } from "@sieve/kit";
 import { LogqlError } from "@sieve/logql";
 import { QueryError, tooLarge } from "./errors.js";
 import type { ReadReportCounts } from "./labels.js";
@@ -77,7 +78,6 @@ export interface QueryAnswer {
 }
 
 const JSON_TYPE = "application/json; charset=utf-8";
-const TEXT_TYPE = "text/plain; charset=utf-8";
 
 function countsOf(stats: QueryStats): QueryCounts {
   return {
@@ -91,7 +91,7 @@ function countsOf(stats: QueryStats): QueryCounts {
 
 /** A refusal with its status and plain-text message (Loki's words). */
 export function errorAnswer(status: number, message: string): QueryAnswer {
-  return { status, contentType: TEXT_TYPE, body: message + "\n" };
+  return { status, contentType: TEXT_ERROR_TYPE, body: textErrorBody(message) };
 }
 
 /** Maps what a route threw to its answer: user errors keep their 4xx, the rest is a 500. */

@@ -116,7 +116,13 @@ export async function readSeries(
   return ctx.stats.time("index", async () => {
     let keys: string[];
     try {
-      keys = await ctx.race(listSegments(parts.store, tenant, from, through));
+      // The listing is this query's own (not a shared cache load): its deadline cancels it.
+      const { signal } = ctx;
+      const store = {
+        list: (prefix: string) => parts.store.list(prefix, { signal }),
+        get: (key: string) => parts.store.get(key, { signal }),
+      };
+      keys = await ctx.race(listSegments(store, tenant, from, through));
     } catch (error) {
       if (error instanceof IndexError && error.code === "invalid_argument") {
         throw new QueryError("bad_request", error.message);

@@ -116,13 +116,9 @@ export class Querier {
     if (max > 0 && q.limit > max) throw maxEntriesLimit(q.limit, max);
     this.checkLength(limits, q.start, q.end);
     const ctx = new QueryContext(limits);
-    try {
-      const entries = await runLogs(this.parts, expr, q, ctx);
-      ctx.stats.entriesReturned = entries.length;
-      return { entries, stats: ctx.stats };
-    } finally {
-      ctx.close();
-    }
+    const entries = await runLogs(this.parts, expr, q, ctx);
+    ctx.stats.entriesReturned = entries.length;
+    return { entries, stats: ctx.stats };
   }
 
   private async runMetric(
@@ -138,13 +134,9 @@ export class Querier {
     const limits = this.limits(tenant);
     this.checkLength(limits, start, end);
     const ctx = new QueryContext(limits);
-    try {
-      const result = await evaluateMetric(this.parts, tenant, expr, start, end, evaluate, ctx);
-      ctx.stats.entriesReturned = result.length;
-      return { result, stats: ctx.stats };
-    } finally {
-      ctx.close();
-    }
+    const result = await evaluateMetric(this.parts, tenant, expr, start, end, evaluate, ctx);
+    ctx.stats.entriesReturned = result.length;
+    return { result, stats: ctx.stats };
   }
 
   /** A metric query at every step of [start, end]: Loki's matrix. */
@@ -176,11 +168,7 @@ export class Querier {
     const limits = this.limits(tenant);
     this.checkLength(limits, start, end);
     const ctx = new QueryContext(limits);
-    try {
-      return await selectSeries(this.parts, tenant, groups, selectors, start, end, ctx);
-    } finally {
-      ctx.close();
-    }
+    return await selectSeries(this.parts, tenant, groups, selectors, start, end, ctx);
   }
 
   /** Label names over [start, end], of the series `query` selects (all when undefined). */
@@ -214,10 +202,6 @@ export class Querier {
     const limits = this.limits(tenant);
     this.checkLength(limits, start, end);
     const ctx = new QueryContext(limits);
-    try {
-      return await readIndexStats(this.parts, tenant, query, matchers, start, end, ctx);
-    } finally {
-      ctx.close();
-    }
+    return await readIndexStats(this.parts, tenant, query, matchers, start, end, ctx);
   }
 }
