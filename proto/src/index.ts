@@ -5,15 +5,9 @@
  * here with the TypeScript types both of its sides import: the bloom gateway's
  * (`ChunkFilter`) and the ingester's query API (`IngesterQuerier`).
  */
-export { decodePushRequest, encodePushRequest, timestampNs, countPushMessages } from "./push.js";
+export { decodePushRequest, encodePushRequest, timestampNs } from "./push.js";
 export type { PushRequest, PushStream, PushEntry, PushTimestamp, LabelPair } from "./push.js";
-export {
-  encodeQueueRecord,
-  decodeQueueRecord,
-  QUEUE_RECORD_MAGIC,
-  QUEUE_RECORD_VERSION,
-  QUEUE_RECORD_HEADER_BYTES,
-} from "./queue-record.js";
+export { encodeQueueRecord, decodeQueueRecord } from "./queue-record.js";
 export type { QueueRecord, QueueEntry } from "./queue-record.js";
 export { snappyUncompress, snappyDeclaredLength } from "./snappy.js";
 export { ProtoError, PROTO_ERRORS } from "./errors.js";
@@ -23,8 +17,6 @@ export {
   decodeFilterRequest,
   encodeFilterResponse,
   decodeFilterResponse,
-  MAX_TEST_DEPTH,
-  MAX_TEST_NODES,
 } from "./gateway.js";
 export type {
   ChunkFilter,
@@ -43,7 +35,6 @@ export {
   decodeSeriesRequest,
   encodeSeriesResponse,
   decodeSeriesResponse,
-  MAX_SELECTOR_LENGTH,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,

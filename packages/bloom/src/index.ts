@@ -23,5 +23,5 @@ export { serializeFilter, deserializeFilter, FORMAT_VERSION } from "./format.js"
 export type { AnyFilter } from "./format.js";
 export { BloomError, BLOOM_ERRORS } from "./errors.js";
 export type { BloomErrorCode } from "./errors.js";
-export { xxhash64, hashKey, lastHash, fastHashing } from "./hash.js";
+export { xxhash64 } from "./hash.js";
 export type { Key } from "./hash.js";

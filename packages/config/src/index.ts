@@ -8,20 +8,15 @@
  */
 export { CONFIG_ERRORS, ConfigError } from "./errors.js";
 export type { ConfigErrorCode } from "./errors.js";
-export { isMapping, readConfigFile, section } from "./file.js";
+export { readConfigFile, section } from "./file.js";
 export type { Mapping } from "./file.js";
 export { checkRange, coerce, coerceValue, envName } from "./coerce.js";
 export type { Scalar, Value } from "./coerce.js";
 export {
-  applyEnv,
   applyText,
-  applyValues,
   defineSchema,
   forTenant,
   loadSection,
-  optionEnvName,
-  optionPaths,
-  sectionEnvPrefix,
   sectionLoader,
   tenantViews,
 } from "./schema.js";

@@ -4,17 +4,7 @@
  * segments (a tenant's series and chunk refs per day) and the reader a querier merges them
  * with. Every format is versioned and checksummed; see docs/formats.md.
  */
-export {
-  CHUNK_PREFIX_BYTES,
-  chunkPrefix,
-  writeChunkPrefix,
-  prefixToken,
-  seriesTokens,
-  chunkTokens,
-  forEachNgram,
-  lineNgrams,
-  checkNgramOptions,
-} from "./tokens.js";
+export { CHUNK_PREFIX_BYTES, writeChunkPrefix, lineNgrams } from "./tokens.js";
 export type { ChunkIdentity, MetadataPair, NgramOptions } from "./tokens.js";
 export { SeriesBloomBuilder, MISSING_REASONS } from "./builder.js";
 export type {
@@ -24,17 +14,10 @@ export type {
   SeriesBloom,
   BuilderStats,
 } from "./builder.js";
-export {
-  seriesMayContain,
-  seriesMayContainName,
-  chunkMayContain,
-  chunkMayContainToken,
-} from "./bloomtest.js";
+export { chunkMayContain, chunkMayContainToken } from "./bloomtest.js";
 export type { TestableFilter } from "./bloomtest.js";
 export {
-  BLOOM_BLOCK_VERSION,
   BLOOM_BLOCK_FOOTER_BYTES,
-  DEFAULT_TAIL_BYTES,
   encodeBloomBlock,
   decodeBloomBlock,
   decodeBloomBlockFooter,
@@ -54,25 +37,15 @@ export type {
   SeriesBloomResult,
 } from "./bloomblock.js";
 export {
-  SEGMENT_VERSION,
   dayOf,
   dayString,
-  segmentDayPrefix,
   segmentKey,
   newSegmentId,
   encodeSegment,
   decodeSegment,
-  segmentChunkRef,
 } from "./segment.js";
 export type { BloomLocation, SegmentChunk, SegmentSeries, IndexSegment } from "./segment.js";
-export {
-  DEFAULT_MAX_QUERY_DAYS,
-  daysOverlapping,
-  listSegments,
-  mergeSegments,
-  readIndex,
-  segmentsForFlush,
-} from "./reader.js";
+export { listSegments, mergeSegments, readIndex, segmentsForFlush } from "./reader.js";
 export type { SegmentStore, IndexedChunk, IndexedSeries } from "./reader.js";
 export { IndexError, INDEX_ERRORS } from "./errors.js";
 export type { IndexErrorCode } from "./errors.js";

@@ -12,6 +12,5 @@ export {
   fingerprintKey,
   partitionOf,
 } from "./canonical.js";
-export { quoteGo } from "./quote.js";
 export { LabelsError, LABELS_ERRORS } from "./errors.js";
 export type { LabelsErrorCode } from "./errors.js";

@@ -16,6 +16,7 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { extractBloomTests, parseExpr } from "@sieve/logql";
+import type { ChunkFilter, FilterRequest, FilterSeries } from "@sieve/proto";
 import { FsObjectStore } from "@sieve/storage";
 import { pino } from "pino";
 import { Registry } from "prom-client";
@@ -25,7 +26,6 @@ import {
   DEFAULT_CONFIG,
   createBloomGatewayServer,
 } from "../src/index.js";
-import type { ChunkFilter, FilterRequest, FilterSeries } from "../src/index.js";
 import { writeBlock } from "../src/fixtures.test-helper.js";
 
 const { values } = parseArgs({

@@ -27,8 +27,8 @@ import { encodePushRequest } from "@sieve/proto";
 import type { PushRequest } from "@sieve/proto";
 import { KafkaQueueWriter, openWal } from "@sieve/queue";
 import type { QueueWriter } from "@sieve/queue";
-import { DEFAULT_CONFIG, createDistributorServer } from "../src/index.js";
-import type { DistributorConfig } from "../src/index.js";
+import { DEFAULT_CONFIG, type DistributorConfig } from "../src/config.js";
+import { createDistributorServer } from "../src/http.js";
 
 const { values } = parseArgs({
   options: {

@@ -5,34 +5,14 @@
  * `expectTypeOf` lines are checked by `tsc` (the typecheck of this package); the `expect`
  * lines check at run time that the implementations the querier is given are those types.
  */
-import {
-  BloomGateway,
-  BloomGatewayClient,
-  type ChunkFilter as GatewayChunkFilter,
-  type FilterRequest as GatewayFilterRequest,
-} from "@sieve/bloom-gateway";
-import {
-  Ingester,
-  IngesterHttpClient,
-  type IngesterQuerier as IngesterSide,
-  type IngesterQueryRequest as IngesterSideRequest,
-  type IngesterStream as IngesterSideStream,
-} from "@sieve/ingester";
-import type {
-  ChunkFilter,
-  FilterRequest,
-  IngesterQuerier,
-  IngesterQueryRequest,
-  IngesterStream,
-} from "@sieve/proto";
+import { BloomGateway, BloomGatewayClient } from "@sieve/bloom-gateway";
+import { Ingester, IngesterHttpClient } from "@sieve/ingester";
+import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { describe, expect, expectTypeOf, test } from "vitest";
 import type { QuerierDeps } from "./querier.js";
 
 describe("the querier and its neighbours share one contract", () => {
-  test("the ingester's types are @sieve/proto's, and both of its querier faces implement them", () => {
-    expectTypeOf<IngesterSideRequest>().toEqualTypeOf<IngesterQueryRequest>();
-    expectTypeOf<IngesterSideStream>().toEqualTypeOf<IngesterStream>();
-    expectTypeOf<IngesterSide>().toEqualTypeOf<IngesterQuerier>();
+  test("both of the ingester's querier faces implement @sieve/proto's contract", () => {
     expectTypeOf<Ingester>().toExtend<IngesterQuerier>();
     expectTypeOf<IngesterHttpClient>().toExtend<IngesterQuerier>();
     expectTypeOf<IngesterQuerier>().toExtend<NonNullable<QuerierDeps["ingesters"]>>();
@@ -42,9 +22,7 @@ describe("the querier and its neighbours share one contract", () => {
     expect(typeof Ingester.prototype.series).toBe("function");
   });
 
-  test("the gateway's types are @sieve/proto's, and the gateway and its client implement them", () => {
-    expectTypeOf<GatewayFilterRequest>().toEqualTypeOf<FilterRequest>();
-    expectTypeOf<GatewayChunkFilter>().toEqualTypeOf<ChunkFilter>();
+  test("the gateway and its client implement @sieve/proto's contract", () => {
     expectTypeOf<BloomGateway>().toExtend<ChunkFilter>();
     expectTypeOf<BloomGatewayClient>().toExtend<ChunkFilter>();
     expectTypeOf<ChunkFilter>().toExtend<NonNullable<QuerierDeps["chunkFilter"]>>();

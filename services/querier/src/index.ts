@@ -2,6 +2,9 @@
  * The querier: Loki's query API (`query_range`, `query`, `labels`, `label/<name>/values`,
  * `series`, `index/stats`) over Sieve's store and the ingesters' unflushed data, pruning
  * chunks with the bloom gateway.
+ *
+ * Its face is what other packages use (the `sieve` app and its benchmarks); the querier's
+ * own tests and benchmarks import its modules directly. tests/faces.test.ts keeps it so.
  */
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
@@ -24,61 +27,10 @@ export function createQuerier(
   });
 }
 
-export { Querier, TopEntries, parseSelector } from "./querier.js";
-export type {
-  QuerierDeps,
-  LogQuery,
-  LogResult,
-  MetricRangeQuery,
-  ResultEntry,
-  IndexStats,
-} from "./querier.js";
-export { querierPlugin, createQuerierServer, FAKE_TENANT, tenantIdError } from "./http.js";
-export type { QuerierHttpDeps, QueryRunner } from "./http.js";
-export { handleQuery, answerOfError, errorAnswer, QUERY_ROUTES } from "./handler.js";
-export type { QueryTask, QueryAnswer, QueryCounts, QueryRoute } from "./handler.js";
-export { QueryPool, DEFAULT_WORKER_HEAP_MB } from "./pool.js";
-export type { QueryPoolOptions, WorkerSetup, RemoteSetup } from "./pool.js";
-export {
-  loadConfig,
-  limitsFor,
-  DEFAULT_CONFIG,
-  DEFAULT_QUERY_LIMITS,
-  ConfigError,
-  CONFIG_ERRORS,
-  ENV_PREFIX,
-} from "./config.js";
-export type { QuerierConfig, QueryLimits, ConfigSources, ConfigErrorCode } from "./config.js";
-export { QuerierMetrics } from "./metrics.js";
-export { QueryStats } from "./stats.js";
+export type { Querier, ResultEntry } from "./querier.js";
+export { querierPlugin } from "./http.js";
+export { QueryPool } from "./pool.js";
+export type { WorkerSetup } from "./pool.js";
+export { loadConfig, DEFAULT_CONFIG } from "./config.js";
+export type { QuerierConfig } from "./config.js";
 export type { StageSeconds } from "./stats.js";
-export { ObjectCache } from "./cache.js";
-export type { CacheLookup } from "./cache.js";
-export {
-  QueryError,
-  QUERY_ERROR_STATUS,
-  ERR_DEADLINE_EXCEEDED,
-  goDuration,
-  promDuration,
-} from "./errors.js";
-export type { QueryErrorCode } from "./errors.js";
-export {
-  ParamError,
-  parseTimestamp,
-  parseBounds,
-  parseRangeQuery,
-  parseInstantQuery,
-  parseSecondsOrDuration,
-  parsePromDuration,
-  seriesMatchers,
-  defaultStep,
-  DEFAULT_LIMIT,
-  DEFAULT_SINCE_NS,
-} from "./params.js";
-export type { RangeQuery, InstantQuery, Direction } from "./params.js";
-export { toStreams, categorize, FLAG_CATEGORIZE_LABELS } from "./marshal.js";
-export type { LokiStream, StreamValue } from "./marshal.js";
-export { KEEP_ALL_FILTER, NO_INGESTERS } from "./deps.js";
-// The contracts with the ingesters and the gateway (IngesterQuerier, ChunkFilter) are
-// defined once, in @sieve/proto.
-export type { QuerierStore } from "./deps.js";
