@@ -2,7 +2,13 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { once } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deadlineSignal, isDeadlineReason, settleBy, withDeadline } from "./deadline.js";
+import {
+  deadlineSignal,
+  isDeadlineReason,
+  settleBy,
+  waitAtMost,
+  withDeadline,
+} from "./deadline.js";
 
 /**
  * A loopback server that never answers (a frozen peer), except `/warm`. Counts the
@@ -108,5 +114,41 @@ describe("settleBy and withDeadline", () => {
       ),
     ).rejects.toThrow("already gone");
     expect(ran).toBe(false);
+  });
+});
+
+describe("withDeadline cancels the work, waitAtMost only stops waiting", () => {
+  it("aborts the work's signal at the deadline, and on the caller's abort", async () => {
+    let seen: AbortSignal | undefined;
+    const never = (signal: AbortSignal): Promise<never> => {
+      seen = signal;
+      return new Promise(() => undefined);
+    };
+    expect(
+      isDeadlineReason(await withDeadline(never, { timeoutMs: 20 }).catch((e: unknown) => e)),
+    ).toBe(true);
+    expect(seen?.aborted).toBe(true);
+    expect(isDeadlineReason(seen?.reason)).toBe(true);
+
+    const caller = new AbortController();
+    const pending = withDeadline(never, { timeoutMs: 60_000, signal: caller.signal });
+    caller.abort(new Error("client gone"));
+    await expect(pending).rejects.toThrow("client gone");
+    expect(seen?.aborted).toBe(true);
+  });
+
+  it("waitAtMost answers the work or a TimeoutError, and leaves the work running", async () => {
+    expect(await waitAtMost(Promise.resolve("fast"), 1000)).toBe("fast");
+    let finished = false;
+    const slow = new Promise<string>((resolve) =>
+      setTimeout(() => {
+        finished = true;
+        resolve("late");
+      }, 100),
+    );
+    expect(isDeadlineReason(await waitAtMost(slow, 10).catch((e: unknown) => e))).toBe(true);
+    expect(await slow).toBe("late");
+    expect(finished).toBe(true);
+    await expect(waitAtMost(Promise.reject(new Error("own")), 1000)).rejects.toThrow("own");
   });
 });

@@ -55,12 +55,65 @@ export function withDeadline<T>(
   work: (signal: AbortSignal) => Promise<T>,
   options: { readonly timeoutMs?: number; readonly signal?: AbortSignal },
 ): Promise<T> {
-  const signal = deadlineSignal(options.timeoutMs, options.signal);
-  if (signal.aborted) return Promise.reject(abortReason(signal));
-  return settleBy(work(signal), signal);
+  const { timeoutMs, signal: caller } = options;
+  if (timeoutMs === undefined || timeoutMs === Number.POSITIVE_INFINITY) {
+    const signal = caller ?? new AbortController().signal;
+    if (signal.aborted) return Promise.reject(abortReason(signal));
+    return settleBy(work(signal), signal);
+  }
+  if (caller?.aborted === true) return Promise.reject(abortReason(caller));
+  // A timer cleared when the work settles and no listener on our own signal, not
+  // AbortSignal.timeout + settleBy: that timer cannot be cleared and EventTarget listeners
+  // are slow (17 µs a call against 5 µs here, 2,000 calls measured in a loop).
+  const controller = new AbortController();
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(
+      () => {
+        const reason = new DOMException("The operation was aborted due to timeout", "TimeoutError");
+        controller.abort(reason);
+        reject(reason);
+      },
+      Math.max(0, Math.ceil(timeoutMs)),
+    );
+    timer.unref();
+    const onCallerAbort = (): void => {
+      controller.abort(caller?.reason);
+      reject(abortReason(controller.signal));
+    };
+    caller?.addEventListener("abort", onCallerAbort, { once: true });
+    work(controller.signal)
+      .then(resolve, reject)
+      .finally(() => {
+        clearTimeout(timer);
+        caller?.removeEventListener("abort", onCallerAbort);
+      });
+  });
 }
 
 function abortReason(signal: AbortSignal): Error {
   const reason: unknown = signal.reason;
   return reason instanceof Error ? reason : new Error(String(reason), { cause: reason });
+}
+
+/**
+ * `work`, or a `TimeoutError` rejection after `timeoutMs`: for work shared by several
+ * callers that must not be cancelled for one of them (a cache load), where a caller only
+ * stops waiting. No AbortController and a cleared timer: about 1 µs a call, against 5 µs
+ * for {@link withDeadline}. The bloom gateway waits once per series, 2,000 times a query:
+ * with `withDeadline` on AbortSignal.timeout its warm query took 12.1 ms, with this 4.4 ms
+ * (`pnpm bench:gateway`; 5.2 ms before kit).
+ */
+export function waitAtMost<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(
+      () => {
+        reject(new DOMException("The operation was aborted due to timeout", "TimeoutError"));
+      },
+      Math.max(0, Math.ceil(timeoutMs)),
+    );
+    timer.unref();
+    work.then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+    });
+  });
 }

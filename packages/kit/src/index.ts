@@ -2,7 +2,13 @@ export { crc32c, nativeCrc32c } from "./crc32c.js";
 export { mapLimit } from "./pool.js";
 export { isRetriable, retryRetriable } from "./retry.js";
 export type { RetryOptions } from "./retry.js";
-export { deadlineSignal, isDeadlineReason, settleBy, withDeadline } from "./deadline.js";
+export {
+  deadlineSignal,
+  isDeadlineReason,
+  settleBy,
+  waitAtMost,
+  withDeadline,
+} from "./deadline.js";
 export { SieveError, defineErrors, errorMessage, isHttpError, statusesOf } from "./errors.js";
 export type { ErrorSpec } from "./errors.js";
 export { TEXT_ERROR_TYPE, errorHandler, errorStatus, textErrorBody } from "./http.js";

@@ -1,6 +1,6 @@
 import type { AnyFilter } from "@sieve/bloom";
 import { CHUNK_PREFIX_BYTES, writeChunkPrefix } from "@sieve/index";
-import { isDeadlineReason, mapLimit, withDeadline } from "@sieve/kit";
+import { isDeadlineReason, mapLimit, waitAtMost } from "@sieve/kit";
 import type { BloomBlockStore, SegmentChunk } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
 import { bloomTestTokens, evaluateBloomTest } from "@sieve/logql";
@@ -204,9 +204,7 @@ export class BloomGateway implements ChunkFilter {
     try {
       // The cache's load is shared by every caller of the block, so one caller's deadline
       // does not cancel it (its store read has its own S3 deadline): this only stops waiting.
-      const got = await withDeadline(() => this.cache.get(bloom, s.fingerprint), {
-        timeoutMs: this.config.readTimeoutMs,
-      });
+      const got = await waitAtMost(this.cache.get(bloom, s.fingerprint), this.config.readTimeoutMs);
       filter = got.filter;
       this.metrics.cacheRequests.inc({ result: got.source });
       if (got.source === "miss") stats.blocksRead++;
