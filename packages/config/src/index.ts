@@ -30,4 +30,5 @@ export type {
 } from "./schema.js";
 export { markdownTable, optionRows, optionsTable } from "./docs.js";
 export type { OptionRow } from "./docs.js";
-export { MAX_TENANT_ID_LENGTH, tenantIdError } from "./tenant.js";
+export { FAKE_TENANT, MAX_TENANT_ID_LENGTH, requestTenant, tenantIdError } from "./tenant.js";
+export type { TenantRefusal } from "./tenant.js";

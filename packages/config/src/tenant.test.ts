@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { tenantIdError } from "./tenant.js";
+import { requestTenant, tenantIdError } from "./tenant.js";
 
 describe("tenantIdError (dskit tenant.ValidTenantID)", () => {
   it.each<[string, string | undefined]>([
@@ -17,5 +17,20 @@ describe("tenantIdError (dskit tenant.ValidTenantID)", () => {
     ["", "no org id"],
   ])("%j → %s", (id, error) => {
     expect(tenantIdError(id)).toBe(error);
+  });
+});
+
+describe("requestTenant (X-Scope-OrgID, as dskit's ExtractOrgID)", () => {
+  it.each<[string | string[] | undefined, boolean, ReturnType<typeof requestTenant>]>([
+    [undefined, false, "fake"],
+    ["team-a", false, "fake"],
+    ["team-a", true, "team-a"],
+    [["team-a", "team-b"], true, "team-a"],
+    [undefined, true, { status: 401, message: "no org id" }],
+    ["", true, { status: 401, message: "no org id" }],
+    [[], true, { status: 401, message: "no org id" }],
+    ["a/b", true, { status: 400, message: "tenant ID 'a/b' contains unsupported character '/'" }],
+  ])("%j with auth %s → %j", (header, authEnabled, want) => {
+    expect(requestTenant(header, authEnabled)).toEqual(want);
   });
 });

@@ -23,3 +23,28 @@ export function tenantIdError(id: string): string | undefined {
   if (id === "") return "no org id";
   return undefined;
 }
+
+/** The tenant of single-tenant mode (authentication off), as Loki's. */
+export const FAKE_TENANT = "fake";
+
+/** Why a request carries no usable tenant: 401 without one, 400 for an invalid one. */
+export interface TenantRefusal {
+  readonly status: 401 | 400;
+  readonly message: string;
+}
+
+/**
+ * The tenant of a request from its `X-Scope-OrgID` header (the first value, as dskit's
+ * `ExtractOrgID` reads it), or {@link FAKE_TENANT} when authentication is off: one rule
+ * for the distributor and the querier. Answers the tenant, or why the request is refused.
+ */
+export function requestTenant(
+  header: string | readonly string[] | undefined,
+  authEnabled: boolean,
+): string | TenantRefusal {
+  if (!authEnabled) return FAKE_TENANT;
+  const id = typeof header === "string" ? header : header?.[0];
+  if (id === undefined || id === "") return { status: 401, message: "no org id" };
+  const error = tenantIdError(id);
+  return error === undefined ? id : { status: 400, message: error };
+}

@@ -11,7 +11,8 @@ import { DistributorError } from "./errors.js";
 import type { Limits } from "./limits.js";
 import { DistributorMetrics } from "./metrics.js";
 import type { BodyEncoding } from "./prepare.js";
-import { messages, tenantIdError } from "./validation.js";
+import { requestTenant } from "@sieve/config";
+import { messages } from "./validation.js";
 import { PushPreparer } from "./workers.js";
 
 /** What the distributor's HTTP side needs. */
@@ -26,9 +27,6 @@ export interface DistributorHttpDeps {
   /** Whether the plugin serves `/metrics` and `/ready` (false when the host serves them). */
   readonly serveOps?: boolean;
 }
-
-/** The tenant of single-tenant mode, as Loki's. */
-export const FAKE_TENANT = "fake";
 
 /**
  * Reads a request body as received (compressed or not), failing with 413 once it passes
@@ -129,14 +127,12 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
         if (status === 204) return reply.code(204).send();
         return reply.code(status).type(TEXT_ERROR_TYPE).send(textErrorBody(body));
       };
-      let tenant = FAKE_TENANT;
-      if (config.authEnabled) {
-        const header = request.headers["x-scope-orgid"];
-        const id = Array.isArray(header) ? header[0] : header;
-        if (id === undefined || id === "") throw new DistributorError("no_org_id");
-        const error = tenantIdError(id);
-        if (error !== undefined) throw new DistributorError("invalid_tenant", error);
-        tenant = id;
+      const tenant = requestTenant(request.headers["x-scope-orgid"], config.authEnabled);
+      if (typeof tenant !== "string") {
+        throw new DistributorError(
+          tenant.status === 401 ? "no_org_id" : "invalid_tenant",
+          tenant.message,
+        );
       }
       const declared = Number(request.headers["content-length"]);
       if (declared > config.maxBodyBytes) {

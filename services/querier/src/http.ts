@@ -1,5 +1,5 @@
 import Fastify from "fastify";
-import { tenantIdError } from "@sieve/config";
+import { requestTenant } from "@sieve/config";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
@@ -32,12 +32,6 @@ export type QuerierHttpDeps = QueryRunner & {
   /** Whether the plugin serves `/metrics` and `/ready` (false when the host serves them). */
   readonly serveOps?: boolean;
 };
-
-/** The tenant of single-tenant mode, as Loki's. */
-export const FAKE_TENANT = "fake";
-
-// The tenant ID rule is @sieve/config's, shared by every component.
-export { tenantIdError } from "@sieve/config";
 
 /** Query string values and, for POST, form body values (Go's `r.Form`), URL-encoded. */
 function formOf(request: FastifyRequest): string {
@@ -89,13 +83,8 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
 
     /** The tenant, or the answer refusing the request. */
     const tenantOf = (request: FastifyRequest): string | QueryAnswer => {
-      if (!deps.authEnabled) return FAKE_TENANT;
-      const header = request.headers["x-scope-orgid"];
-      const id = Array.isArray(header) ? header[0] : header;
-      if (id === undefined || id === "") return errorAnswer(401, "no org id");
-      const error = tenantIdError(id);
-      if (error !== undefined) return errorAnswer(400, error);
-      return id;
+      const tenant = requestTenant(request.headers["x-scope-orgid"], deps.authEnabled);
+      return typeof tenant === "string" ? tenant : errorAnswer(tenant.status, tenant.message);
     };
 
     const run = async (task: QueryTask, started: number): Promise<QueryAnswer> => {
