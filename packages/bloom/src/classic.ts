@@ -1,5 +1,5 @@
 import { BloomError } from "./errors.js";
-import { eachBatch, hashKey, lastHash, type Key } from "./hash.js";
+import { addAllHashed, hashKey, lastHash, testAllHashed, type Key } from "./hash.js";
 
 /** The largest filter, in bits: positions are 32-bit. */
 export const MAX_BITS = 2 ** 32 - 32;
@@ -109,19 +109,12 @@ export class BloomFilter implements BloomShape {
 
   /** Adds every key, hashing them in batches (about twice as fast as one add a key). */
   addMany(keys: readonly Key[]): void {
-    eachBatch(keys, (hashes, _from, count) => {
-      for (let i = 0; i < count; i++) this.addHashed(hashes[2 * i]!, hashes[2 * i + 1]!);
-    });
+    addAllHashed(this, keys);
   }
 
   /** Tests every key in batches: out[i] is 1 when keys[i] may be present, 0 when it is absent. */
   testMany(keys: readonly Key[], out = new Uint8Array(keys.length)): Uint8Array {
-    eachBatch(keys, (hashes, from, count) => {
-      for (let i = 0; i < count; i++) {
-        out[from + i] = this.testHashed(hashes[2 * i]!, hashes[2 * i + 1]!) ? 1 : 0;
-      }
-    });
-    return out;
+    return testAllHashed(this, keys, out);
   }
 
   /** Sets the k bits of a hash given as two 32-bit halves. */

@@ -323,3 +323,27 @@ export function eachBatch(
     visit(hashBatch(keys, from, count), from, count);
   }
 }
+
+/** Adds every key to `filter`, hashing them in batches (about twice as fast as one add a key). */
+export function addAllHashed(
+  filter: { addHashed(lo: number, hi: number): void },
+  keys: readonly Key[],
+): void {
+  eachBatch(keys, (hashes, _from, count) => {
+    for (let i = 0; i < count; i++) filter.addHashed(hashes[2 * i]!, hashes[2 * i + 1]!);
+  });
+}
+
+/** Tests every key in batches: out[i] is 1 when keys[i] may be present, 0 when it is absent. */
+export function testAllHashed(
+  filter: { testHashed(lo: number, hi: number): boolean },
+  keys: readonly Key[],
+  out: Uint8Array,
+): Uint8Array {
+  eachBatch(keys, (hashes, from, count) => {
+    for (let i = 0; i < count; i++) {
+      out[from + i] = filter.testHashed(hashes[2 * i]!, hashes[2 * i + 1]!) ? 1 : 0;
+    }
+  });
+  return out;
+}

@@ -1,5 +1,5 @@
 import { BloomError } from "./errors.js";
-import { eachBatch, hashKey, lastHash, type Key } from "./hash.js";
+import { eachBatch, hashKey, lastHash, testAllHashed, type Key } from "./hash.js";
 import { PartitionedBloomFilter } from "./partitioned.js";
 
 /** How a scalable filter grows. Every field has Loki's default. */
@@ -128,12 +128,7 @@ export class ScalableBloomFilter {
 
   /** Tests every key in batches: out[i] is 1 when keys[i] may be present, 0 when it is absent. */
   testMany(keys: readonly Key[], out = new Uint8Array(keys.length)): Uint8Array {
-    eachBatch(keys, (hashes, from, count) => {
-      for (let i = 0; i < count; i++) {
-        out[from + i] = this.testHashed(hashes[2 * i]!, hashes[2 * i + 1]!) ? 1 : 0;
-      }
-    });
-    return out;
+    return testAllHashed(this, keys, out);
   }
 
   /** Tests a hash given as two 32-bit halves; newest first, where most keys are. */
