@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { StorageError } from "./errors.js";
-import { startPrivateMinio, type PrivateMinio } from "./minio.test-helper.js";
+import { startPrivateMinio, type PrivateMinio } from "./testing.js";
 import type { S3ObjectStore } from "./s3.js";
 
 const READ_TIMEOUT_MS = 1_000;

@@ -9,7 +9,7 @@ import {
 import type { BloomRecordLocation } from "@sieve/index";
 
 /** Bytes counted for each record of a cached block besides its bits: map entries, filter object. */
-export const RECORD_OVERHEAD_BYTES = 200;
+const RECORD_OVERHEAD_BYTES = 200;
 
 /** Why one series' bloom cannot be cut from a block: the gateway fails it open (`corrupt_bloom`). */
 export class BlockRecordError extends Error {

@@ -25,7 +25,7 @@ export interface BloomGatewayClientOptions {
 }
 
 /** The client's default timeout, ms. */
-export const DEFAULT_CLIENT_TIMEOUT_MS = 10_000;
+const DEFAULT_CLIENT_TIMEOUT_MS = 10_000;
 
 class GatewayCallError extends Error {
   constructor(

@@ -30,7 +30,7 @@ export type DecodeErrorCode =
  * of heap per message whatever its size, so this bounds a push's heap at ~7× its byte limit;
  * real entries of 200-byte lines are ~80 bytes per message, far from the bound.
  */
-export const BYTES_PER_MESSAGE = 16;
+const BYTES_PER_MESSAGE = 16;
 
 /** A body that does not decode. */
 export class DecodeError extends Error {

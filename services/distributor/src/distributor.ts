@@ -47,7 +47,7 @@ interface TenantState {
 const HOUR_MS = 3_600_000;
 
 /** Messages listed in a refusal's body; the rest are counted, so a body stays small. */
-export const MAX_LISTED_REJECTIONS = 100;
+const MAX_LISTED_REJECTIONS = 100;
 
 function responseBody(rejections: readonly Rejection[]): string {
   const listed = rejections.slice(0, MAX_LISTED_REJECTIONS).map((r) => r.message);

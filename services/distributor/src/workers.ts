@@ -5,7 +5,6 @@
  * Small uncompressed bodies are prepared inline, where the hop would cost more than the
  * work.
  */
-import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
 import { preparePush } from "./prepare.js";
 import type { PrepareOutcome, PrepareTask } from "./prepare.js";
@@ -22,11 +21,6 @@ export interface PreparerOptions {
    * prepared inline. Gzip and deflate bodies always go to a worker: 1 KB can inflate to 1 MB.
    */
   readonly inlineMaxBytes: number;
-}
-
-/** One worker per core: the main thread mostly waits on sockets and the queue. */
-export function defaultThreads(): number {
-  return availableParallelism();
 }
 
 /**

@@ -318,12 +318,12 @@ export class Flusher {
 }
 
 /** Makes the segment/bloom id of a job: time-sorted, unique per writer. */
-export function flushId(writer: string, nowMs: number, sequence: number): string {
+function flushId(writer: string, nowMs: number, sequence: number): string {
   return newSegmentId(writer, nowMs, sequence >>> 0);
 }
 
 /** The key of a bloom block: `<tenant>/blooms/<YYYY-MM-DD>/<id>` (day of the flush). */
-export function bloomBlockKey(tenant: string, nowMs: number, id: string): string {
+function bloomBlockKey(tenant: string, nowMs: number, id: string): string {
   return `${tenant}/blooms/${dayString(dayOf(BigInt(nowMs) * 1_000_000n))}/${id}`;
 }
 

@@ -38,7 +38,7 @@ export function selectEntries(entries: Entry[], range: EntryRange): Entry[] {
 }
 
 /** Reads up to the range's limit from an encoded chunk, in the range's direction. */
-export function readEncoded(bytes: Uint8Array, range: EntryRange): Entry[] {
+function readEncoded(bytes: Uint8Array, range: EntryRange): Entry[] {
   const out: Entry[] = [];
   const reader = new ChunkReader(bytes);
   if (reader.through < range.from || reader.from >= range.through) return out;

@@ -45,7 +45,7 @@ export function asRetryable(error: unknown): unknown {
 }
 
 /** The reason label of an error (see {@link FAILURE_REASONS}). */
-export function failureReason(error: unknown): FailureReason {
+function failureReason(error: unknown): FailureReason {
   const e = asRetryable(error);
   if (e instanceof IngesterError) {
     if (e.code === "store_unavailable") return "object_store";

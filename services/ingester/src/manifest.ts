@@ -23,10 +23,10 @@ import { IngesterError } from "./errors.js";
 /** "SVFM" read as a little-endian u32. */
 const MAGIC = 0x4d465653;
 /** The only manifest version this code writes and reads. */
-export const MANIFEST_VERSION = 1;
+const MANIFEST_VERSION = 1;
 const HEADER_BYTES = 12;
 /** Largest body accepted: a manifest lists one flush of one partition. */
-export const MAX_MANIFEST_BODY_BYTES = 64 * 1024 * 1024;
+const MAX_MANIFEST_BODY_BYTES = 64 * 1024 * 1024;
 
 /** One stream of a manifest: its entries up to `maxOffset` are in the flushed chunks. */
 export interface ManifestStream {

@@ -39,7 +39,7 @@ export type {
  * pushes in 21 / 114 ms (fsync included), with the test's HTTP client on the same thread
  * (each round trip needs several turns of the loop); before, both waited the whole query.
  */
-export const QUERY_SLICE_MS = 4;
+const QUERY_SLICE_MS = 4;
 
 /** The error a query ends with when `signal` aborts: `timeout` for a deadline, else `canceled`. */
 export function abortError(signal: AbortSignal): IngesterError {

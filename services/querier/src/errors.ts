@@ -26,7 +26,7 @@ const QUERY_ERRORS = defineErrors({
 });
 
 /** The HTTP status of each code of the querier's errors. */
-export const QUERY_ERROR_STATUS = statusesOf(QUERY_ERRORS);
+const QUERY_ERROR_STATUS = statusesOf(QUERY_ERRORS);
 
 /** A code of {@link QUERY_ERROR_STATUS}. */
 export type QueryErrorCode = keyof typeof QUERY_ERROR_STATUS;

@@ -95,7 +95,7 @@ export function errorAnswer(status: number, message: string): QueryAnswer {
 }
 
 /** Maps what a route threw to its answer: user errors keep their 4xx, the rest is a 500. */
-export function answerOfError(error: unknown): QueryAnswer {
+function answerOfError(error: unknown): QueryAnswer {
   if (error instanceof QueryError || error instanceof ParamError) {
     return errorAnswer(error.status, error.message);
   }

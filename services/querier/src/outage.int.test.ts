@@ -8,10 +8,7 @@ import type { Entry } from "@sieve/chunk";
 import type { FastifyInstance } from "fastify";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import {
-  startPrivateMinio,
-  type PrivateMinio,
-} from "../../../packages/storage/src/minio.test-helper.js";
+import { startPrivateMinio, type PrivateMinio } from "@sieve/storage/testing";
 import { DEFAULT_CONFIG } from "./config.js";
 import { createQuerierServer } from "./http.js";
 import { createQuerier } from "./index.js";

@@ -15,7 +15,7 @@ export class ParamError extends Error {
 }
 
 /** Loki's default `limit`. */
-export const DEFAULT_LIMIT = 100;
+const DEFAULT_LIMIT = 100;
 /** Loki's default lookback when `start` and `since` are absent: 1h. */
 export const DEFAULT_SINCE_NS = 3_600_000_000_000n;
 /** Loki's cap on points per series of a range query. */
@@ -25,12 +25,12 @@ const NS_PER_S = 1_000_000_000n;
 const MAX_INT64 = (1n << 63n) - 1n;
 const MIN_INT64 = -(1n << 63n);
 
-export const ERR_END_BEFORE_START = "end timestamp must not be before or equal to start time";
-export const ERR_ZERO_OR_NEGATIVE_STEP =
+const ERR_END_BEFORE_START = "end timestamp must not be before or equal to start time";
+const ERR_ZERO_OR_NEGATIVE_STEP =
   "zero or negative query resolution step widths are not accepted. Try a positive integer";
-export const ERR_STEP_TOO_SMALL =
+const ERR_STEP_TOO_SMALL =
   "exceeded maximum resolution of 11,000 points per time series. Try increasing the value of the step parameter";
-export const ERR_NEGATIVE_INTERVAL = "interval must be >= 0";
+const ERR_NEGATIVE_INTERVAL = "interval must be >= 0";
 
 /** Log query direction. */
 export type Direction = "forward" | "backward";
@@ -45,7 +45,7 @@ function get(form: Form, key: string): string {
 const goQuote = (s: string): string => JSON.stringify(s);
 
 /** Go's `strconv.ParseInt(value, 10, 64)`; `fn` names the function in the error. */
-export function goParseInt(value: string, fn = "ParseInt"): bigint {
+function goParseInt(value: string, fn = "ParseInt"): bigint {
   if (!/^[+-]?\d+$/.test(value)) {
     throw new ParamError(`strconv.${fn}: parsing ${goQuote(value)}: invalid syntax`);
   }
@@ -72,7 +72,7 @@ const RFC3339 =
   /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
 
 /** Go's `time.Parse(time.RFC3339Nano, value)`, as Unix ns; undefined when it does not parse. */
-export function parseRfc3339(value: string): bigint | undefined {
+function parseRfc3339(value: string): bigint | undefined {
   const m = RFC3339.exec(value);
   if (m === null) return undefined;
   const [, y, mo, d, h, mi, s, frac = "", , sign, oh, om] = m;
@@ -172,7 +172,7 @@ export function parseSecondsOrDuration(value: string): bigint {
 }
 
 /** Loki's `limit`: default 100, a positive integer. */
-export function parseLimit(form: Form): number {
+function parseLimit(form: Form): number {
   const raw = get(form, "limit");
   if (raw === "") return DEFAULT_LIMIT;
   const n = goParseInt(raw, "Atoi");
@@ -181,7 +181,7 @@ export function parseLimit(form: Form): number {
 }
 
 /** Loki's `direction`: `forward` or `backward` in any case, backward by default. */
-export function parseDirection(form: Form): Direction {
+function parseDirection(form: Form): Direction {
   const raw = get(form, "direction");
   if (raw === "") return "backward";
   const upper = raw.toUpperCase();

@@ -111,7 +111,7 @@ function shareCaches(setup: WorkerSetup, workers: number): WorkerSetup {
 }
 
 /** The default heap cap of a worker, MiB. */
-export const DEFAULT_WORKER_HEAP_MB = 1024;
+const DEFAULT_WORKER_HEAP_MB = 1024;
 
 /**
  * The worker's script. piscina loads a JavaScript file: `dist/query-worker.js`, built by
