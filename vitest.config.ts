@@ -9,63 +9,30 @@
 // `vitest run` runs both (that is what `npm test` does); one of them:
 // `pnpm exec vitest run --project unit` (or `--project integration`), optionally followed
 // by paths. `sh scripts/classify-tests.sh` prints which project each test file is in.
-import { existsSync, readFileSync, readdirSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync } from "node:fs";
 import { defineConfig } from "vitest/config";
+import { sourceEntries } from "./scripts/workspace.js";
 
 const ROOT = import.meta.dirname;
-
-/** The workspace's package folders, as pnpm-workspace.yaml lists them (`dir/*` or `dir`). */
-function workspaceDirs(): string[] {
-  const yaml = readFileSync(join(ROOT, "pnpm-workspace.yaml"), "utf8");
-  // Only the `packages:` list is read; a YAML library would be one more root dependency
-  // for four lines of a file this project writes itself.
-  const list = /^packages:\n((?:\s+-\s+.+\n?)+)/m.exec(yaml)?.[1] ?? "";
-  const dirs: string[] = [];
-  for (const match of list.matchAll(/-\s+["']?([^"'\n]+?)["']?\s*$/gm)) {
-    const pattern = match[1]!;
-    if (pattern.endsWith("/*")) {
-      const parent = join(ROOT, pattern.slice(0, -2));
-      for (const entry of readdirSync(parent, { withFileTypes: true })) {
-        if (entry.isDirectory()) dirs.push(join(parent, entry.name));
-      }
-    } else {
-      dirs.push(join(ROOT, pattern));
-    }
-  }
-  return dirs.filter((dir) => existsSync(join(dir, "package.json")));
-}
-
-interface PackageJson {
-  readonly name: string;
-  readonly exports?: Record<string, { readonly import?: string; readonly default?: string }>;
-}
 
 /**
  * One alias per entry of every workspace package's "exports" map: `@sieve/config/testing`
  * to `packages/config/src/testing.ts`. Without them, `@sieve/x` resolves through the
  * node_modules symlink to `dist/`, and a test would run whatever was last built: a stale
- * build could make it pass. Generated, so a new package or entry point needs no change
- * here. Every package builds `src/` into `dist/` (rootDir and outDir of its
- * tsconfig.build.json).
+ * build could make it pass. Generated, so a new package or entry point needs no change here.
  */
 function sourceAliases(): { find: RegExp; replacement: string }[] {
-  const aliases: { find: RegExp; replacement: string }[] = [];
-  for (const dir of workspaceDirs()) {
-    const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as PackageJson;
-    for (const [subpath, target] of Object.entries(pkg.exports ?? {})) {
-      const built = target.import ?? target.default;
-      if (built === undefined) continue;
-      const source = resolve(dir, built.replace(/^\.\/dist\//, "./src/").replace(/\.js$/, ".ts"));
+  return (
+    sourceEntries(ROOT)
       // A package being written may not have its source yet; it then resolves as before,
       // and tests/source-resolution.test.ts fails until it does.
-      if (!existsSync(source)) continue;
-      const specifier = subpath === "." ? pkg.name : `${pkg.name}/${subpath.slice(2)}`;
+      .filter(({ source }) => existsSync(source))
       // Anchored: `@sieve/config` must not also capture `@sieve/config/testing`.
-      aliases.push({ find: new RegExp(`^${escapeRegExp(specifier)}$`), replacement: source });
-    }
-  }
-  return aliases;
+      .map(({ specifier, source }) => ({
+        find: new RegExp(`^${escapeRegExp(specifier)}$`),
+        replacement: source,
+      }))
+  );
 }
 
 function escapeRegExp(text: string): string {

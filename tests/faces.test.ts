@@ -9,36 +9,14 @@
 // `ns.X` after `import * as ns`), or, for a dynamic `import("@sieve/<service>")`, when the
 // name appears in that file (its binding is destructured there, often from Promise.all).
 import { existsSync, readFileSync, readdirSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { workspacePackages } from "../scripts/workspace.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
 
 /** Folders of another package whose files may import a service. */
 const SOURCE_DIRS = ["src", "bench", "scripts"];
-
-interface Workspace {
-  readonly name: string;
-  readonly dir: string;
-}
-
-/** The workspace packages, from the folders pnpm-workspace.yaml lists (`dir/*` or `dir`). */
-function workspaces(): Workspace[] {
-  const yaml = readFileSync(join(ROOT, "pnpm-workspace.yaml"), "utf8");
-  const list = /^packages:\n((?:[ \t]+-[ \t]+\S+\n?)+)/m.exec(yaml)?.[1] ?? "";
-  const dirs = [...list.matchAll(/-\s+["']?([^"'\s]+)/g)].flatMap(([, pattern]) =>
-    pattern!.endsWith("/*")
-      ? readdirSync(join(ROOT, pattern!.slice(0, -2))).map((n) => join(pattern!.slice(0, -2), n))
-      : [pattern!],
-  );
-  return dirs
-    .filter((dir) => existsSync(join(ROOT, dir, "package.json")))
-    .map((dir) => ({
-      dir,
-      name: (JSON.parse(readFileSync(join(ROOT, dir, "package.json"), "utf8")) as { name: string })
-        .name,
-    }));
-}
 
 /** The TypeScript and JavaScript files under `dir`, skipping dependencies and builds. */
 function sourceFiles(dir: string): string[] {
@@ -102,7 +80,12 @@ function importedNames(source: string, specifier: string): string[] {
   return names;
 }
 
-const WORKSPACES = workspaces();
+/** The workspace packages, with folders relative to the root (`services/querier`). */
+const WORKSPACES = workspacePackages(ROOT).map(({ name, dir }) => ({
+  name,
+  dir: relative(ROOT, dir),
+}));
+type Workspace = (typeof WORKSPACES)[number];
 const SERVICES = WORKSPACES.filter(
   (w) => w.dir.startsWith("services/") && existsSync(join(ROOT, w.dir, "src/index.ts")),
 );
