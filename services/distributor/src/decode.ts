@@ -231,3 +231,84 @@ function jsonLabels(stream: Record<string, unknown>, path: string, fix: WellForm
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
+
+/** HTTP's separators (RFC 2045 tspecials): not allowed in a token. */
+const TSPECIALS = new Set('()<>@,;:\\"/[]?=');
+
+function isTokenChar(c: string): boolean {
+  const code = c.charCodeAt(0);
+  return code > 0x20 && code < 0x7f && !TSPECIALS.has(c);
+}
+
+/** The longest token at the start of `s`, and what follows it. */
+function consumeToken(s: string): [token: string, rest: string] {
+  let i = 0;
+  while (i < s.length && isTokenChar(s[i]!)) i++;
+  return [s.slice(0, i), s.slice(i)];
+}
+
+/**
+ * What follows a parameter value (token or quoted string) at the start of `s`; undefined
+ * when there is none. The value itself is skipped: the push route reads no parameter.
+ */
+function skipValue(s: string): string | undefined {
+  if (!s.startsWith('"')) {
+    const [token, rest] = consumeToken(s);
+    return token === "" ? undefined : rest;
+  }
+  for (let i = 1; i < s.length; i++) {
+    const c = s[i];
+    if (c === '"') return s.slice(i + 1);
+    // Go unescapes only a backslash before a separator; either way the next char is text.
+    if (c === "\\" && i + 1 < s.length && TSPECIALS.has(s[i + 1]!)) i++;
+    else if (c === "\r" || c === "\n") return undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The media type of a Content-Type header, lower-cased, or Go's error text when the header
+ * is malformed. Loki refuses a push whose Content-Type `mime.ParseMediaType` refuses and
+ * answers that error's text; this follows Go's grammar by hand (libraries such as
+ * `content-type` accept and refuse other headers than Go does, e.g. a type without a slash).
+ * Parameter values are checked, not returned: the push route reads none.
+ */
+export function parseMediaType(header: string): { type: string } | { error: string } {
+  const semi = header.indexOf(";");
+  const base = semi < 0 ? header : header.slice(0, semi);
+  const type = base.trim().toLowerCase();
+  const [main, afterMain] = consumeToken(type);
+  if (main === "") return { error: "mime: no media type" };
+  if (afterMain !== "") {
+    if (!afterMain.startsWith("/")) return { error: "mime: expected slash after first token" };
+    const [sub, afterSub] = consumeToken(afterMain.slice(1));
+    if (sub === "") return { error: "mime: expected token after slash" };
+    if (afterSub !== "") return { error: "mime: unexpected content after media subtype" };
+  }
+  const seen = new Set<string>();
+  let rest = header.slice(base.length);
+  for (;;) {
+    rest = rest.trimStart();
+    if (rest === "") return { type };
+    const param = consumeParam(rest);
+    if (param === undefined) {
+      // Go ignores trailing semicolons; anything else is a bad parameter.
+      if (rest.trim() === ";") return { type };
+      return { error: "mime: invalid media parameter" };
+    }
+    if (seen.has(param.key)) return { error: "mime: duplicate parameter name" };
+    seen.add(param.key);
+    rest = param.rest;
+  }
+}
+
+/** `; key=value` at the start of `s`, as Go's consumeMediaParam reads it. */
+function consumeParam(s: string): { key: string; rest: string } | undefined {
+  if (!s.startsWith(";")) return undefined;
+  const [token, afterKey] = consumeToken(s.slice(1).trimStart());
+  if (token === "") return undefined;
+  const eq = afterKey.trimStart();
+  if (!eq.startsWith("=")) return undefined;
+  const rest = skipValue(eq.slice(1).trimStart());
+  return rest === undefined ? undefined : { key: token.toLowerCase(), rest };
+}

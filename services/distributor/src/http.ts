@@ -1,12 +1,13 @@
 import { Readable } from "node:stream";
 import Fastify from "fastify";
-import type { FastifyInstance, FastifyPluginCallback } from "fastify";
+import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
 import { TEXT_ERROR_TYPE, errorHandler, textErrorBody } from "@sieve/kit";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import type { QueueWriter } from "@sieve/queue";
 import type { DistributorConfig } from "./config.js";
 import { Distributor } from "./distributor.js";
+import { parseMediaType } from "./decode.js";
 import { DistributorError } from "./errors.js";
 import type { Limits } from "./limits.js";
 import { DistributorMetrics } from "./metrics.js";
@@ -52,10 +53,14 @@ async function readBody(raw: Readable, maxBytes: number): Promise<Uint8Array> {
   return body;
 }
 
-/** The Content-Encoding of a push, or undefined when not supported. */
+/**
+ * The Content-Encoding of a push, or undefined when not supported. `snappy` reads as no
+ * encoding, as Loki does: a protobuf body is raw snappy whatever the header says, and a JSON
+ * body is read as sent (clients set the header on protobuf pushes that need no more).
+ */
 function bodyEncoding(header: string | undefined): BodyEncoding | undefined {
   const enc = (header ?? "").trim().toLowerCase();
-  if (enc === "" || enc === "identity") return "identity";
+  if (enc === "" || enc === "identity" || enc === "snappy") return "identity";
   return enc === "gzip" || enc === "deflate" ? enc : undefined;
 }
 
@@ -116,7 +121,20 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
     );
 
     // Request logs at info would be one line per push; the route logs refusals itself.
-    app.post("/loki/api/v1/push", { logLevel: "warn" }, async (request, reply) => {
+    // Fastify answers 415 itself for a Content-Type it cannot parse, before the route runs;
+    // Loki answers 400 with Go's words. So the route parses the header (parseMediaType) and
+    // fastify sees a neutral type, the client's kept aside.
+    const declaredTypes = new WeakMap<object, string>();
+    const setAsideType = (request: FastifyRequest, _reply: unknown, next: () => void) => {
+      const declared = request.headers["content-type"];
+      if (declared !== undefined) {
+        declaredTypes.set(request, declared);
+        request.headers["content-type"] = "application/octet-stream";
+      }
+      next();
+    };
+    const routeOptions = { logLevel: "warn", onRequest: setAsideType } as const;
+    app.post("/loki/api/v1/push", routeOptions, async (request, reply) => {
       const started = performance.now();
       /** Answers the push's outcome: 204, or Loki's refusal text of its data. */
       const send = (status: number, body: string) => {
@@ -153,7 +171,12 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
       const raw = request.body;
       const body =
         raw instanceof Readable ? await readBody(raw, config.maxBodyBytes) : new Uint8Array(0);
-      const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+      // Loki refuses a Content-Type Go's mime.ParseMediaType refuses. A missing one stays
+      // protobuf, as Loki's own comment means it to (its parser refuses "" too).
+      const header = declaredTypes.get(request) ?? "";
+      const media = header.trim() === "" ? { type: "" } : parseMediaType(header);
+      if ("error" in media) return send(400, media.error);
+      const type = media.type;
       const outcome = await preparer.prepare({
         tenant,
         body,

@@ -5,7 +5,7 @@
  * hands back what the main thread can take without per-entry work: the records back to
  * back in one transferable buffer, one small summary per stream, and the refusals.
  */
-import { gunzipSync, inflateSync } from "node:zlib";
+import { gunzipSync, inflateRawSync, inflateSync } from "node:zlib";
 import {
   LabelsError,
   MAX_LABELS_STRING,
@@ -127,8 +127,8 @@ class BodyError extends Error {
 function decompress(body: Uint8Array, encoding: BodyEncoding, maxBytes: number): Uint8Array {
   if (encoding === "identity") return body;
   try {
-    const inflate = encoding === "gzip" ? gunzipSync : inflateSync;
-    return inflate(body, { maxOutputLength: maxBytes });
+    if (encoding === "gzip") return gunzipSync(body, { maxOutputLength: maxBytes });
+    return inflateDeflate(body, maxBytes);
   } catch (error) {
     const code = (error as { code?: string }).code;
     if (code === "ERR_BUFFER_TOO_LARGE") {
@@ -142,6 +142,30 @@ function decompress(body: Uint8Array, encoding: BodyEncoding, maxBytes: number):
       status: 400,
       message: `${encoding} body does not decompress: ${(error as Error).message}`,
     });
+  }
+}
+
+/**
+ * Inflates a `deflate` body: zlib-wrapped (RFC 9110, what most HTTP clients send) or raw
+ * DEFLATE (what Loki reads, and Go's `compress/flate` writes). A zlib header is two bytes with
+ * method 8, a window of at most 32 KiB and a check making them a multiple of 31; one raw
+ * stream in ~500 starts so too, so a body that fails as zlib is tried raw before refusing.
+ */
+function inflateDeflate(body: Uint8Array, maxBytes: number): Uint8Array {
+  const cmf = body[0] ?? 0;
+  const flg = body[1] ?? 0;
+  const zlibHeader =
+    body.length >= 2 && (cmf & 0x0f) === 8 && cmf >> 4 <= 7 && (cmf * 256 + flg) % 31 === 0;
+  if (!zlibHeader) return inflateRawSync(body, { maxOutputLength: maxBytes });
+  try {
+    return inflateSync(body, { maxOutputLength: maxBytes });
+  } catch (error) {
+    if ((error as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") throw error;
+    try {
+      return inflateRawSync(body, { maxOutputLength: maxBytes });
+    } catch {
+      throw error;
+    }
   }
 }
 
