@@ -13,3 +13,5 @@ export { SieveError, defineErrors, errorMessage, isHttpError, statusesOf } from 
 export type { ErrorSpec } from "./errors.js";
 export { TEXT_ERROR_TYPE, errorHandler, errorStatus, textErrorBody } from "./http.js";
 export type { ErrorHandlerOptions } from "./http.js";
+export { PortPeer, Transfer, fromPortError, toPortError } from "./port.js";
+export type { PortError, PortLike, PortMethods } from "./port.js";
