@@ -8,7 +8,9 @@ import {
   DEFAULT_CONFIG as DEFAULT_INGESTER_CONFIG,
   IngesterHttpClient,
   createIngester,
+  createIngesterWorkers,
   type IngesterConfig,
+  type IngesterHandle,
 } from "@sieve/ingester";
 import { QueryPool, createQuerier, querierPlugin, type WorkerSetup } from "@sieve/querier";
 import {
@@ -42,6 +44,11 @@ export interface Running {
 export interface StartOptions {
   readonly config: SieveConfig;
   readonly logger: Logger;
+  /**
+   * An ingester worker died (its partitions stopped): the process should end, to be
+   * restarted and recover from the queue as after a crash. Default: log and exit(1).
+   */
+  readonly onFatal?: (error: Error) => void;
 }
 
 /**
@@ -169,7 +176,9 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       );
     }
 
-    let ingester: ReturnType<typeof createIngester> | undefined;
+    let ingester: IngesterHandle | undefined;
+    /** The ingester workers' metrics, added to this registry's on `/metrics`. */
+    let workerMetrics: (() => Promise<string>) | undefined;
     if (wants("ingester")) {
       let consumer: QueueConsumer;
       if (wal !== undefined) consumer = wal.consumer;
@@ -179,15 +188,35 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           groupId: config.queue.kafka.groupId,
         });
       }
-      ingester = createIngester({
-        config: ingesterConfig(target, config.ingester),
-        consumer,
-        store: store!,
-        logger,
-        registry,
-      });
-      await internal.register(ingester.plugin({ serveOps: false }));
-      const running = ingester.ingester;
+      const ingesterCfg = ingesterConfig(target, config.ingester);
+      let service: {
+        ingester: IngesterHandle;
+        plugin: ReturnType<typeof createIngester>["plugin"];
+      };
+      if (ingesterCfg.workers > 0) {
+        // Partitions spread over worker threads: heads, blooms and flushes on every core.
+        const workers = createIngesterWorkers({
+          config: ingesterCfg,
+          consumer,
+          store: storeConfig(config),
+          logger,
+          registry,
+          onFatal: options.onFatal ?? exitOnFatal(logger),
+        });
+        workerMetrics = () => workers.metricsText();
+        service = workers;
+      } else {
+        service = createIngester({
+          config: ingesterCfg,
+          consumer,
+          store: store!,
+          logger,
+          registry,
+        });
+      }
+      await internal.register(service.plugin({ serveOps: false }));
+      const running = service.ingester;
+      ingester = running;
       readiness.push(() => running.notReadyReason);
       // Runs before the queue closes (closers run in reverse): flush, commit, then close.
       closers.push(() => running.stop());
@@ -224,7 +253,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           workers: querierConfig.workers,
           heapMb: querierConfig.workerHeapMb,
           setup: querierSetup(config, ingester !== undefined, logger),
-          ...(ingester !== undefined && { ingesters: ingester.ingester }),
+          ...(ingester !== undefined && { ingesters: ingester }),
           registry,
           logger,
         });
@@ -239,7 +268,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           registry,
           logger,
           ...(ingester !== undefined
-            ? { ingesters: ingester.ingester }
+            ? { ingesters: ingester }
             : config.cluster.ingesterUrls.length > 0 && {
                 ingesters: new IngesterHttpClient({ urls: config.cluster.ingesterUrls }),
               }),
@@ -257,11 +286,13 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           .send(why.length === 0 ? "ready\n" : `not ready: ${why.join("; ")}\n`);
       });
       server.get("/metrics", async (_request, reply) => {
-        return reply.type(registry.contentType).send(await registry.metrics());
+        const own = await registry.metrics();
+        const text = workerMetrics === undefined ? own : `${own}\n${await workerMetrics()}`;
+        return reply.type(registry.contentType).send(text);
       });
     }
 
-    if (ingester !== undefined) await ingester.ingester.start();
+    if (ingester !== undefined) await ingester.start();
     const internalUrl = separate
       ? await internal.listen({ host: config.server.host, port: config.server.internalPort })
       : undefined;
@@ -277,6 +308,14 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
     await shutdown([app, internal], closers, logger);
     throw error;
   }
+}
+
+/** The default of {@link StartOptions.onFatal}: the process ends, for its supervisor to restart it. */
+function exitOnFatal(logger: Logger): (error: Error) => void {
+  return (error) => {
+    logger.fatal({ err: error }, "ingester worker died: exiting, to recover from the queue");
+    process.exit(1);
+  };
 }
 
 /** Stops accepting requests, then runs the closers newest first (ingester before its queue). */

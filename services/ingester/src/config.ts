@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import {
   checkRange,
   ConfigError,
@@ -23,8 +24,20 @@ export interface TenantBloomConfig {
 export interface IngesterConfig {
   /** This ingester's name in index segment ids; `[A-Za-z0-9_.-]{1,64}`, unique per ingester. */
   readonly instanceId: string;
+  /**
+   * Worker threads that consume the queue, each owning some of the partitions (their heads,
+   * blooms and flushes); 0 runs the ingester on the main thread.
+   */
+  readonly workers: number;
+  /**
+   * What the heads of the whole process may hold (chunk blocks, symbols, bloom tokens):
+   * past it, the largest heads are cut and flushed early (reason `memory`).
+   */
+  readonly memoryBudgetBytes: number;
   /** A head chunk is cut and flushed once its compressed size reaches this (reason `full`). */
   readonly chunkTargetBytes: number;
+  /** A head chunk is also cut once it holds this many uncompressed bytes (reason `full`). */
+  readonly chunkMaxUncompressedBytes: number;
   /** Uncompressed bytes at which the chunk builder cuts a block. */
   readonly chunkBlockBytes: number;
   /** A head with no new entry for this long is flushed (reason `idle`). */
@@ -67,7 +80,10 @@ export interface IngesterConfig {
 /** Defaults that work with no file: Loki's chunk sizes and ages. */
 export const DEFAULT_CONFIG: IngesterConfig = {
   instanceId: "ingester",
+  workers: availableParallelism(),
+  memoryBudgetBytes: 512 * 1024 * 1024,
   chunkTargetBytes: 1_572_864,
+  chunkMaxUncompressedBytes: 8 * 1024 * 1024,
   chunkBlockBytes: 262_144,
   chunkIdleMs: 30 * 60_000,
   chunkMaxAgeMs: 2 * 3_600_000,
@@ -98,7 +114,10 @@ export type ConfigSources = SectionSources;
 
 /** Inclusive bounds of the numeric options. */
 const RANGES: Record<string, readonly [number, number]> = {
+  workers: [0, 64],
+  memoryBudgetBytes: [1024 * 1024, 2 ** 40],
   chunkTargetBytes: [1024, 256 * 1024 * 1024],
+  chunkMaxUncompressedBytes: [1024, 1024 * 1024 * 1024],
   chunkBlockBytes: [1, 4 * 1024 * 1024],
   chunkIdleMs: [1, 7 * 86_400_000],
   chunkMaxAgeMs: [1, 7 * 86_400_000],
@@ -123,10 +142,17 @@ const SCHEMA = defineSchema({
   section: "ingester",
   defaults: DEFAULT_CONFIG,
   group: "blooms",
+  shownDefaults: { workers: "one per core" },
   tenantError: tenantIdError,
   docs: {
     instanceId:
       "this ingester's name in index segment and bloom block ids, `[A-Za-z0-9_.-]{1,64}`; unique per ingester (`sieve ingester` defaults it to the host name, as Loki does)",
+    workers:
+      "worker threads consuming the queue, each owning some partitions (heads, blooms, flushes); 0: on the main thread",
+    memoryBudgetBytes:
+      "what the heads of the process may hold (blocks, symbols, bloom tokens): past it the largest are cut and flushed (reason `memory`)",
+    chunkMaxUncompressedBytes:
+      "a head is also cut once it holds this many uncompressed bytes (reason `full`)",
     chunkTargetBytes:
       "a head is cut and flushed once its compressed size reaches this (reason `full`; Loki's 1.5 MB)",
     chunkBlockBytes: "uncompressed bytes at which a chunk block is cut",

@@ -114,6 +114,11 @@ export interface FlusherDeps {
   readonly now: () => number;
   /** Whether the ingester is stopping (a graceful stop still deletes manifests, see commit). */
   readonly stopping: () => boolean;
+  /**
+   * The writer part of segment and bloom-block ids: `instanceId`, unless several ingesters
+   * of one process (worker threads) share it, each with its own ids.
+   */
+  readonly idWriter: string;
 }
 
 /**
@@ -229,7 +234,7 @@ export class Flusher {
       partition: p.partition,
       seq: p.nextSeq++,
       streams,
-      id: flushId(this.deps.config.instanceId, createdMs, this.idSequence++),
+      id: flushId(this.deps.idWriter, createdMs, this.idSequence++),
       createdMs,
     };
   }

@@ -12,6 +12,7 @@ export const FLUSH_REASONS = {
   forced: "POST /flush",
   shutdown: "graceful shutdown",
   revoked: "the queue partition was taken away",
+  memory: "the process's heads passed memoryBudgetBytes: the largest were cut early",
 } as const;
 
 /** A key of {@link FLUSH_REASONS}. */

@@ -2,7 +2,7 @@ import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import { deadlineSignal, errorHandler } from "@sieve/kit";
 import type { Logger } from "pino";
-import type { Registry } from "prom-client";
+import { Registry } from "prom-client";
 import {
   ProtoError,
   decodeQueryRequest,
@@ -16,6 +16,8 @@ import { IngesterError } from "./errors.js";
 import type { FlushStore } from "./flush.js";
 import { Ingester } from "./ingester.js";
 import { IngesterMetrics } from "./metrics.js";
+import { IngesterWorkers } from "./workers.js";
+import type { IngesterHandle, IngesterWorkersOptions } from "./workers.js";
 
 /** What {@link createIngester} needs: Loki's `New(cfg, store, logger, registry)` plus the queue. */
 export interface IngesterServiceDeps {
@@ -52,6 +54,9 @@ export const TIMEOUT_HEADER = "x-sieve-timeout-ms";
 
 /** The media type of the internal query API's requests and answers (ingester.proto). */
 export const PROTOBUF_TYPE = "application/x-protobuf";
+
+/** Prometheus' text format, as prom-client's registries answer it. */
+const PROMETHEUS_TEXT = Registry.PROMETHEUS_CONTENT_TYPE;
 
 /** The longest deadline a caller may ask for; also the default. */
 const MAX_QUERY_TIMEOUT_MS = 300_000;
@@ -120,8 +125,42 @@ export function createIngester(deps: IngesterServiceDeps): IngesterService {
     metrics,
     ...(deps.now !== undefined && { now: deps.now }),
   });
-  const plugin =
-    (options: IngesterPluginOptions = {}): FastifyPluginCallback =>
+  const metricsText = (): Promise<string> => deps.registry.metrics();
+  return { ingester, metrics, plugin: pluginFor(ingester, metricsText) };
+}
+
+/** What {@link createIngesterWorkers} needs: the store as data, which each worker opens. */
+export interface IngesterWorkersDeps extends Omit<IngesterWorkersOptions, "threads"> {
+  /** Where the main thread's own metrics are; the workers' are added to them on `/metrics`. */
+  readonly registry: Registry;
+}
+
+/** The ingester on `config.workers` worker threads (workers.ts), with the same routes. */
+export interface IngesterWorkersService {
+  readonly ingester: IngesterWorkers;
+  /** The workers' metrics, summed, in the text format (for a host serving `/metrics`). */
+  metricsText(): Promise<string>;
+  plugin(options?: IngesterPluginOptions): FastifyPluginCallback;
+}
+
+/**
+ * Builds the ingester on worker threads ({@link IngesterWorkers}) and its routes. Call
+ * `ingester.start()` to begin consuming.
+ */
+export function createIngesterWorkers(deps: IngesterWorkersDeps): IngesterWorkersService {
+  const ingester = new IngesterWorkers({ ...deps, threads: deps.config.workers });
+  const metricsText = (): Promise<string> => ingester.metrics();
+  const all = async (): Promise<string> =>
+    `${await deps.registry.metrics()}\n${await metricsText()}`;
+  return { ingester, metricsText, plugin: pluginFor(ingester, all) };
+}
+
+/** The routes of an ingester, in process or on workers. */
+function pluginFor(
+  ingester: IngesterHandle,
+  metricsText: () => Promise<string>,
+): (options?: IngesterPluginOptions) => FastifyPluginCallback {
+  return (options: IngesterPluginOptions = {}): FastifyPluginCallback =>
     (app, _opts, done) => {
       // The ingester's own errors answer `{code, message}` JSON (the client reads the code);
       // any other error goes to the enclosing handler, as the routes rethrew them before.
@@ -138,7 +177,7 @@ export function createIngester(deps: IngesterServiceDeps): IngesterService {
         }
       };
       const routes = options.routes ?? "all";
-      if (routes !== "public") internalRoutes(app, checkTenant);
+      if (routes !== "public") internalRoutes(app, ingester, checkTenant);
       if (routes !== "internal" && options.serveOps !== false) {
         app.get("/ready", { logLevel: "warn" }, async (_request, reply) => {
           const reason = ingester.notReadyReason;
@@ -147,45 +186,46 @@ export function createIngester(deps: IngesterServiceDeps): IngesterService {
             : reply.code(503).type("text/plain").send(`not ready: ${reason}\n`);
         });
         app.get("/metrics", { logLevel: "warn" }, async (_request, reply) =>
-          reply.type(deps.registry.contentType).send(await deps.registry.metrics()),
+          reply.type(PROMETHEUS_TEXT).send(await metricsText()),
         );
       }
       done();
     };
-  /** `/ingester/v1/*` and `/flush`: for queriers and operators, never for clients. */
-  const internalRoutes = (
-    app: FastifyInstance,
-    checkTenant: (request: FastifyRequest, tenant: string) => void,
-  ): void => {
-    // The query API speaks protobuf (ingester.proto); the body arrives as bytes.
-    app.addContentTypeParser(PROTOBUF_TYPE, { parseAs: "buffer" }, (_request, body, parsed) => {
-      parsed(null, body);
-    });
-    app.post("/ingester/v1/query", { logLevel: "warn" }, async (request, reply) => {
-      const req = decodeBody(request.body, decodeQueryRequest);
-      checkTenant(request, req.tenant);
-      if (!ingester.serving) throw new IngesterError("not_ready");
-      const body = encodeQueryResponse(
-        await ingester.query(req, { signal: querySignal(request, reply) }),
-      );
-      return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
-    });
-    app.post("/ingester/v1/series", { logLevel: "warn" }, async (request, reply) => {
-      const req = decodeBody(request.body, decodeSeriesRequest);
-      checkTenant(request, req.tenant);
-      if (!ingester.serving) throw new IngesterError("not_ready");
-      const body = encodeSeriesResponse(
-        await ingester.series(req, { signal: querySignal(request, reply) }),
-      );
-      return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
-    });
-    // Loki's flush endpoint: every head now; answered once durable and committed.
-    app.post("/flush", async (_request, reply) => {
-      await ingester.flushAll("forced");
-      return reply.code(204).send();
-    });
-  };
-  return { ingester, metrics, plugin };
+}
+
+/** `/ingester/v1/*` and `/flush`: for queriers and operators, never for clients. */
+function internalRoutes(
+  app: FastifyInstance,
+  ingester: IngesterHandle,
+  checkTenant: (request: FastifyRequest, tenant: string) => void,
+): void {
+  // The query API speaks protobuf (ingester.proto); the body arrives as bytes.
+  app.addContentTypeParser(PROTOBUF_TYPE, { parseAs: "buffer" }, (_request, body, parsed) => {
+    parsed(null, body);
+  });
+  app.post("/ingester/v1/query", { logLevel: "warn" }, async (request, reply) => {
+    const req = decodeBody(request.body, decodeQueryRequest);
+    checkTenant(request, req.tenant);
+    if (!ingester.serving) throw new IngesterError("not_ready");
+    const body = encodeQueryResponse(
+      await ingester.query(req, { signal: querySignal(request, reply) }),
+    );
+    return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
+  });
+  app.post("/ingester/v1/series", { logLevel: "warn" }, async (request, reply) => {
+    const req = decodeBody(request.body, decodeSeriesRequest);
+    checkTenant(request, req.tenant);
+    if (!ingester.serving) throw new IngesterError("not_ready");
+    const body = encodeSeriesResponse(
+      await ingester.series(req, { signal: querySignal(request, reply) }),
+    );
+    return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
+  });
+  // Loki's flush endpoint: every head now; answered once durable and committed.
+  app.post("/flush", async (_request, reply) => {
+    await ingester.flushAll("forced");
+    return reply.code(204).send();
+  });
 }
 
 /**
@@ -193,7 +233,7 @@ export function createIngester(deps: IngesterServiceDeps): IngesterService {
  * `routes` (an internal listener takes `internal`, the public one `public`).
  */
 export async function createIngesterServer(
-  service: IngesterService,
+  service: Pick<IngesterService, "plugin">,
   logger: Logger,
   routes: IngesterRoutes = "all",
 ): Promise<FastifyInstance> {

@@ -15,3 +15,6 @@ export type { IngesterService } from "./http.js";
 export { IngesterHttpClient } from "./client.js";
 export { loadConfig, DEFAULT_CONFIG } from "./config.js";
 export type { IngesterConfig } from "./config.js";
+export { createIngesterWorkers } from "./http.js";
+export type { IngesterWorkersService } from "./http.js";
+export type { IngesterHandle } from "./workers.js";

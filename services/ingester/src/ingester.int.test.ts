@@ -210,6 +210,57 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     expect(lineCounts(await readStore(store, "t", T0 - 1n)).size).toBe(13);
   });
 
+  it("keeps heads within the memory budget: the largest are cut (reason memory), nothing lost", async () => {
+    const budget = 256 * 1024;
+    const { ingester } = start({ memoryBudgetBytes: budget });
+    await ingester.start();
+    // 40 streams × 200 lines of ~190 bytes: ~1.5 MB of heads against a 256 KiB budget.
+    const recs = [];
+    for (let round = 0; round < 4; round++) {
+      for (let s = 0; s < 40; s++) {
+        recs.push(record("t", `{app="m${s}"}`, entries(50, `m${s}`, round * 50), PARTITIONS));
+      }
+    }
+    await wal.writer.append(recs);
+    await waitFor(async () => (await metric("sieve_ingester_records_consumed_total")) === 160, {
+      what: "160 records",
+    });
+    await waitFor(
+      async () => (await metric("sieve_ingester_chunks_flushed_total", { reason: "memory" })) > 0,
+      { what: "chunks flushed for memory" },
+    );
+    expect(await metric("sieve_ingester_chunks_flushed_total", { reason: "full" })).toBe(0);
+    // Measured at most a sixteenth of the budget after it was passed, and cut to 3/4 of it.
+    expect(await metric("sieve_ingester_head_bytes")).toBeLessThanOrEqual(budget);
+    await ingester.flushAll();
+    const counts = lineCounts(await readStore(store, "t", T0 - 1n));
+    expect(counts.size).toBe(40 * 200);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+  });
+
+  it("cuts a head at chunkMaxUncompressedBytes, however well it compresses", async () => {
+    const { ingester } = start({ chunkMaxUncompressedBytes: 8 * 1024 });
+    await ingester.start();
+    // The same line again and again compresses ~20×: only the raw bound cuts it. A head is
+    // measured after each record, as against chunkTargetBytes.
+    const same = Array.from({ length: 400 }, (_, i) => ({
+      ts: T0 + BigInt(i),
+      line: "the same line ".repeat(10),
+    }));
+    const recs = [];
+    for (let i = 0; i < same.length; i += 10) {
+      recs.push(record("t", `{app="raw"}`, same.slice(i, i + 10), PARTITIONS));
+    }
+    await wal.writer.append(recs);
+    await waitFor(
+      async () => (await metric("sieve_ingester_chunks_flushed_total", { reason: "full" })) >= 5,
+      { what: "five full chunks" },
+    );
+    await ingester.flushAll();
+    const contents = await readStore(store, "t", T0 - 1n);
+    expect([...contents.streams.values()][0]!.entries).toHaveLength(400);
+  });
+
   it("flushes with reason shutdown on stop, and commits", async () => {
     const { ingester } = start();
     await ingester.start();

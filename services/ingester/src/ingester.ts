@@ -43,6 +43,11 @@ export interface IngesterDeps {
   readonly metrics: IngesterMetrics;
   /** The clock, in milliseconds; injectable for tests. */
   readonly now?: () => number;
+  /**
+   * Which of the process's ingester workers this is, when there are several: their segment
+   * and bloom-block ids must differ, as the ids of two ingesters do.
+   */
+  readonly worker?: number;
 }
 
 /**
@@ -72,6 +77,8 @@ export class Ingester implements IngesterQuerier {
   private consuming = false;
   /** Resolves the pending `start()` early when partition recovery fails (the store is down). */
   private startWaiter: (() => void) | undefined;
+  /** Entry bytes appended since the heads were last measured against the memory budget. */
+  private appendedSinceCheck = 0;
 
   constructor(deps: IngesterDeps) {
     this.config = deps.config;
@@ -101,6 +108,10 @@ export class Ingester implements IngesterQuerier {
       metrics: deps.metrics,
       now: this.now,
       stopping: () => this.stopping,
+      idWriter:
+        deps.worker === undefined
+          ? deps.config.instanceId
+          : `${deps.config.instanceId.slice(0, 56)}.w${deps.worker}`,
     });
   }
 
@@ -269,6 +280,7 @@ export class Ingester implements IngesterQuerier {
     }
     if (p.revoked) return;
     const now = this.now();
+    const touched = new Set<PartitionState>([p]);
     for (const rec of batch.records) {
       if (rec.offset < p.nextOffset) continue; // redelivered after a failed handler
       if (p.nextOffset < 0 && p.committed < 0) {
@@ -300,6 +312,13 @@ export class Ingester implements IngesterQuerier {
       const s = streamFor(p, key, record, this.streamContext);
       const { appended, cutBytes } = s.append(record.entries, rec.offset, now);
       p.pendingBytes += cutBytes;
+      // Measuring every head costs a pass over the streams: done once a sixteenth of the
+      // budget has arrived since the last time, so heads pass it by that much at most.
+      this.appendedSinceCheck += rec.value.byteLength;
+      if (this.appendedSinceCheck >= this.config.memoryBudgetBytes / 16) {
+        this.appendedSinceCheck = 0;
+        for (const cut of this.enforceBudget()) touched.add(cut);
+      }
       // A record whose entries were all refused leaves nothing to keep (an empty head
       // would never be cut, and would hold the stream forever).
       if (appended === 0) evictIfEmpty(p, s);
@@ -308,12 +327,47 @@ export class Ingester implements IngesterQuerier {
       { partition: String(p.partition) },
       p.nextOffset - Math.max(p.committed, 0),
     );
-    if (p.pendingBytes > 0) {
-      const flush = this.flusher.flushPartition(p);
+    const waits: Promise<void>[] = [];
+    for (const q of touched) {
+      if (q.pendingBytes === 0 || q.revoked) continue;
+      const flush = this.flusher.flushPartition(q);
       // Backpressure: stop consuming this partition while too much waits for its flush.
-      if (p.pendingBytes > this.config.maxPendingFlushBytes) await flush;
+      if (q.pendingBytes > this.config.maxPendingFlushBytes) waits.push(flush);
       else void flush.catch(() => undefined);
     }
+    await Promise.all(waits);
+  }
+
+  /**
+   * Keeps the heads within `memoryBudgetBytes`: past it, cuts the largest heads (reason
+   * `memory`) until they hold three quarters of it, so that memory does not grow with the
+   * data pushed and the cut is not repeated on the next check. Answers the partitions
+   * whose heads were cut (they need a flush).
+   */
+  private enforceBudget(): PartitionState[] {
+    const budget = this.config.memoryBudgetBytes;
+    const held: { p: PartitionState; s: Stream; bytes: number }[] = [];
+    let total = 0;
+    for (const p of this.partitions.values()) {
+      for (const s of p.streams.values()) {
+        const bytes = s.heldBytes;
+        if (bytes === 0) continue;
+        held.push({ p, s, bytes });
+        total += bytes;
+      }
+    }
+    this.metrics.headBytes.set(total);
+    if (total <= budget) return [];
+    held.sort((a, b) => b.bytes - a.bytes);
+    const cut = new Set<PartitionState>();
+    for (const { p, s, bytes } of held) {
+      if (total <= budget * 0.75) break;
+      cutHead(p, s, "memory");
+      total -= bytes;
+      cut.add(p);
+    }
+    this.metrics.headBytes.set(total);
+    return [...cut];
   }
 
   /** The periodic check (flush.ts): idle and old heads are cut and flushed; idle partitions commit. */

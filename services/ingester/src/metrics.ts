@@ -29,6 +29,7 @@ export class IngesterMetrics {
   readonly headsInMemory: Gauge;
   /** Cut chunks waiting for or in their flush. */
   readonly chunksFlushing: Gauge;
+  readonly headBytes: Gauge;
   /** Records consumed, by partition. */
   readonly recordsConsumed: Counter;
   /** Entries appended to heads. */
@@ -111,6 +112,11 @@ export class IngesterMetrics {
     this.chunksFlushing = new Gauge({
       name: "sieve_ingester_chunks_flushing",
       help: "Cut chunks waiting for or in their flush.",
+      registers,
+    });
+    this.headBytes = new Gauge({
+      name: "sieve_ingester_head_bytes",
+      help: "What the heads hold, as measured against memoryBudgetBytes (estimated bytes).",
       registers,
     });
     this.recordsConsumed = new Counter({

@@ -20,9 +20,18 @@ export function streamKey(tenant: string, fingerprint: bigint): string {
   return `${tenant}\u0000${fingerprint.toString(16)}`;
 }
 
+/**
+ * Memory of one bloom token kept until its chunk is cut (a string of ~20-40 bytes in a
+ * `Set`), for {@link Stream.heldBytes}.
+ */
+const TOKEN_BYTES = 64;
+
 /** What every stream shares: the head sizes it cuts at, and the counters it adds to. */
 export interface StreamContext {
-  readonly config: Pick<IngesterConfig, "chunkBlockBytes" | "chunkTargetBytes">;
+  readonly config: Pick<
+    IngesterConfig,
+    "chunkBlockBytes" | "chunkTargetBytes" | "chunkMaxUncompressedBytes"
+  >;
   readonly metrics: Pick<IngesterMetrics, "entriesAppended" | "entriesDropped" | "tokensAdded">;
 }
 
@@ -107,13 +116,26 @@ export class Stream {
       this.bloom?.add(entry.structuredMetadata, entry.line);
     }
     metrics.entriesAppended.inc(appended);
+    const builder = this.head?.builder;
     if (
-      this.head !== undefined &&
-      this.head.builder.compressedBytesEstimate >= config.chunkTargetBytes
+      builder !== undefined &&
+      (builder.compressedBytesEstimate >= config.chunkTargetBytes ||
+        builder.uncompressedBytes >= config.chunkMaxUncompressedBytes)
     ) {
       cutBytes += this.cut("full");
     }
     return { appended, cutBytes };
+  }
+
+  /**
+   * What the head holds in memory, estimated: its uncompressed bytes (cut blocks are held
+   * compressed, so this errs high; the open block is held as entry objects, so it errs low
+   * there) and its bloom tokens since the last cut, at {@link TOKEN_BYTES} each.
+   */
+  get heldBytes(): number {
+    if (this.head === undefined) return 0;
+    const tokens = this.bloom === undefined ? 0 : this.bloom.stats.tokens - this.tokensCounted;
+    return this.head.builder.uncompressedBytes + tokens * TOKEN_BYTES;
   }
 
   /**
