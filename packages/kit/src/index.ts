@@ -15,3 +15,9 @@ export { TEXT_ERROR_TYPE, errorHandler, errorStatus, textErrorBody } from "./htt
 export type { ErrorHandlerOptions } from "./http.js";
 export { PortPeer, Transfer, fromPortError, toPortError } from "./port.js";
 export type { PortError, PortLike, PortMethods } from "./port.js";
+export {
+  snappyCompress,
+  snappyDeclaredLength,
+  snappyImplementation,
+  snappyUncompress,
+} from "./snappy.js";
