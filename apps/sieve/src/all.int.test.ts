@@ -229,10 +229,15 @@ describe("sieve all", () => {
     expect(metrics).toMatch(/sieve_discarded_lines_total|sieve_received_lines_total/);
   });
 
-  it("keeps every line across a graceful restart (SIGTERM flushes and exits 0)", async () => {
+  it("keeps every line across a graceful restart (SIGTERM flushes and exits 0), then ingests on worker threads", async () => {
     expect(await sieve!.stop("SIGTERM")).toBe(0);
-    sieve = await spawnSieve(["all", "--data-dir", dir]);
+    // The same data directory, now with the ingester on two worker threads.
+    sieve = await spawnSieve(["all", "--data-dir", dir], { SIEVE_INGESTER_WORKERS: "2" });
     await checkEveryEndpoint("store");
+    const metrics = await (await fetch(new URL("/metrics", sieve.url))).text();
+    // The workers' metrics reach /metrics, summed: both consumed the log's partitions.
+    expect(metrics).toMatch(/^sieve_ingester_heads_in_memory \d+$/m);
+    expect(metrics).toMatch(/^sieve_ingester_head_bytes \d+$/m);
   });
 
   it("rejects bad queries with Loki's 400 and its parse error", async () => {

@@ -130,63 +130,71 @@ async function waitAllStored(
 }
 
 describe("crash safety", () => {
-  it("write-ahead log + file system: SIGKILL at random points, every acknowledged line stored exactly once", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "sieve-crash-"));
-    const env = {
-      CRASH_QUEUE: "wal",
-      CRASH_WAL_DIR: join(dir, "wal"),
-      CRASH_STORE: "fs",
-      CRASH_STORE_DIR: join(dir, "objects"),
-      CRASH_PARTITIONS: String(PARTITIONS),
-    };
-    const store = new FsObjectStore(join(dir, "objects"));
-    const lines = new Lines();
-    const acked = new Set<string>();
-    const attempted = new Set<string>();
-    try {
-      for (let round = 0; round < 8; round++) {
-        const child = await spawnChild(env);
-        const killAt = Date.now() + 100 + Math.random() * 700;
-        const pusher = async (): Promise<void> => {
-          while (Date.now() < killAt) {
-            const batch = lines.batch();
-            const batchLines = batch.flatMap((s) => s.entries.map((e) => e.line));
-            for (const l of batchLines) attempted.add(l);
-            try {
-              const response = await fetch(`${child.url}/append`, {
-                method: "POST",
-                headers: { "content-type": "application/json" },
-                body: JSON.stringify(
-                  batch.map((s) => ({
-                    ...s,
-                    entries: s.entries.map((e) => ({ ts: String(e.ts), line: e.line, md: e.md })),
-                  })),
-                ),
-              });
-              if (response.status === 204) for (const l of batchLines) acked.add(l);
-            } catch {
-              return; // killed mid-request: not acknowledged
+  it.each([
+    ["on the main thread", 0],
+    ["on two worker threads", 2],
+  ])(
+    "write-ahead log + file system, ingester %s: SIGKILL at random points, every acknowledged line stored exactly once",
+    async (_where, workers) => {
+      const dir = await mkdtemp(join(tmpdir(), "sieve-crash-"));
+      const env = {
+        CRASH_WORKERS: String(workers),
+        CRASH_QUEUE: "wal",
+        CRASH_WAL_DIR: join(dir, "wal"),
+        CRASH_STORE: "fs",
+        CRASH_STORE_DIR: join(dir, "objects"),
+        CRASH_PARTITIONS: String(PARTITIONS),
+      };
+      const store = new FsObjectStore(join(dir, "objects"));
+      const lines = new Lines();
+      const acked = new Set<string>();
+      const attempted = new Set<string>();
+      try {
+        for (let round = 0; round < 8; round++) {
+          const child = await spawnChild(env);
+          const killAt = Date.now() + 100 + Math.random() * 700;
+          const pusher = async (): Promise<void> => {
+            while (Date.now() < killAt) {
+              const batch = lines.batch();
+              const batchLines = batch.flatMap((s) => s.entries.map((e) => e.line));
+              for (const l of batchLines) attempted.add(l);
+              try {
+                const response = await fetch(`${child.url}/append`, {
+                  method: "POST",
+                  headers: { "content-type": "application/json" },
+                  body: JSON.stringify(
+                    batch.map((s) => ({
+                      ...s,
+                      entries: s.entries.map((e) => ({ ts: String(e.ts), line: e.line, md: e.md })),
+                    })),
+                  ),
+                });
+                if (response.status === 204) for (const l of batchLines) acked.add(l);
+              } catch {
+                return; // killed mid-request: not acknowledged
+              }
             }
-          }
-        };
-        const killer = new Promise<void>((resolve) =>
-          setTimeout(() => void kill(child).then(resolve), killAt - Date.now()),
-        );
-        await Promise.all([pusher(), pusher(), killer]);
-        // After any kill: the index shows only complete chunks, nothing twice.
-        await checkStore(store);
+          };
+          const killer = new Promise<void>((resolve) =>
+            setTimeout(() => void kill(child).then(resolve), killAt - Date.now()),
+          );
+          await Promise.all([pusher(), pusher(), killer]);
+          // After any kill: the index shows only complete chunks, nothing twice.
+          await checkStore(store);
+        }
+        expect(acked.size).toBeGreaterThan(200);
+        const child = await spawnChild(env);
+        await waitAllStored(child, store, acked, 30_000);
+        await stopGracefully(child);
+        const stored = await checkStore(store);
+        for (const line of acked) expect(stored.get(line)).toBe(1);
+        for (const line of stored.keys()) expect(attempted.has(line)).toBe(true);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
       }
-      expect(acked.size).toBeGreaterThan(200);
-      const child = await spawnChild(env);
-      await waitAllStored(child, store, acked, 30_000);
-      await stopGracefully(child);
-      const stored = await checkStore(store);
-      for (const line of acked) expect(stored.get(line)).toBe(1);
-      for (const line of stored.keys()) expect(attempted.has(line)).toBe(true);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  }, 180_000);
+    },
+    180_000,
+  );
 
   it("Kafka + S3 (MinIO): SIGKILL at random points, every acknowledged line stored exactly once", async () => {
     const brokers = kafkaBrokers(); // throws with instructions when KAFKA_BROKERS is unset

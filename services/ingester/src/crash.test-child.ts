@@ -9,17 +9,18 @@
  *   CRASH_STORE=fs     CRASH_STORE_DIR
  *   CRASH_STORE=s3     S3_ENDPOINT, CRASH_BUCKET (credentials from the environment)
  *   CRASH_PARTITIONS   partition count
+ *   CRASH_WORKERS      ingester worker threads (default 0: the ingester on the main thread)
  * SIGTERM stops gracefully (flush, commit) and exits 0.
  */
 import Fastify from "fastify";
 import { Registry } from "prom-client";
 import { KafkaQueueConsumer, openWal } from "@sieve/queue";
 import type { LocalWal, QueueConsumer } from "@sieve/queue";
-import { FsObjectStore, S3ObjectStore } from "@sieve/storage";
-import type { ObjectStore } from "@sieve/storage";
+import { openStore } from "@sieve/storage";
+import type { ObjectStore, StoreConfig } from "@sieve/storage";
 import { record, testConfig, testLogger } from "./harness.test-helper.js";
 import type { TestEntry } from "./harness.test-helper.js";
-import { createIngester } from "./http.js";
+import { createIngester, createIngesterWorkers } from "./http.js";
 
 const env = process.env;
 const partitions = Number(env.CRASH_PARTITIONS ?? "2");
@@ -38,29 +39,36 @@ if (env.CRASH_QUEUE === "kafka") {
   wal = await openWal({ dir: env.CRASH_WAL_DIR!, partitions, maxBatchRecords: 20 });
   consumer = wal.consumer;
 }
-const store: ObjectStore =
+const storeConfig: StoreConfig =
   env.CRASH_STORE === "s3"
-    ? new S3ObjectStore({
-        bucket: env.CRASH_BUCKET!,
-        endpoint: env.S3_ENDPOINT!,
-        forcePathStyle: true,
-      })
-    : new FsObjectStore(env.CRASH_STORE_DIR!);
+    ? { backend: "s3", bucket: env.CRASH_BUCKET!, endpoint: env.S3_ENDPOINT!, forcePathStyle: true }
+    : { backend: "filesystem", dir: env.CRASH_STORE_DIR! };
+const store: ObjectStore = openStore(storeConfig);
 const registry = new Registry();
-const service = createIngester({
-  config: testConfig({
-    chunkTargetBytes: 1024,
-    chunkBlockBytes: 512,
-    chunkIdleMs: 40,
-    chunkMaxAgeMs: 150,
-    flushCheckIntervalMs: 20,
-    flushWriteConcurrency: 2,
-  }),
-  consumer,
-  store,
-  logger: testLogger,
-  registry,
+const workers = Number(env.CRASH_WORKERS ?? "0");
+const config = testConfig({
+  workers,
+  chunkTargetBytes: 1024,
+  chunkBlockBytes: 512,
+  chunkIdleMs: 40,
+  chunkMaxAgeMs: 150,
+  flushCheckIntervalMs: 20,
+  flushWriteConcurrency: 2,
 });
+const service =
+  workers > 0
+    ? createIngesterWorkers({
+        config,
+        consumer,
+        store: storeConfig,
+        logger: testLogger,
+        registry,
+        onFatal: (error) => {
+          process.stderr.write(`ingester worker died: ${error.message}\n`);
+          process.exit(1);
+        },
+      })
+    : createIngester({ config, consumer, store, logger: testLogger, registry });
 const app = Fastify();
 await app.register(service.plugin());
 if (wal !== undefined) {
