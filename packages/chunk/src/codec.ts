@@ -1,7 +1,10 @@
-import { compress, uncompress } from "snappyjs";
+import { snappyCompress as compress, snappyUncompress as uncompress } from "@sieve/kit";
 import { ChunkError } from "./errors.js";
 
-/** Snappy (raw block format, no framing) compresses every block and the symbol table. */
+/**
+ * Snappy (raw block format, no framing) compresses every block and the symbol table:
+ * `@sieve/kit`'s, native where it loads.
+ */
 export function snappyCompress(data: Uint8Array): Uint8Array {
   return compress(data);
 }
@@ -38,7 +41,7 @@ export function snappyUncompress(
   }
   let out: Uint8Array;
   try {
-    out = uncompress(data, expectedLength);
+    out = uncompress(data);
   } catch (err) {
     throw new ChunkError("corrupt", `${where}: snappy: ${(err as Error).message}`);
   }
