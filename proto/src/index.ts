@@ -45,3 +45,11 @@ export type {
   IngesterSeriesRequest,
   IngesterStream,
 } from "./ingester.js";
+export {
+  decodePushRaw,
+  encodeQueueRecordRaw,
+  rawLineBytes,
+  rawMetadataBytes,
+  rawPairCount,
+} from "./push-raw.js";
+export type { RawPush, RawPushStream } from "./push-raw.js";

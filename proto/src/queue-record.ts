@@ -37,25 +37,25 @@ function fromLong(value: LongBits | number, unsigned: boolean): bigint {
 }
 
 // Scratch for splitting a bigint into 32-bit halves without allocating more bigints.
-const split64 = new BigInt64Array(1);
-const halves = new Uint32Array(split64.buffer);
+export const split64 = new BigInt64Array(1);
+export const halves = new Uint32Array(split64.buffer);
 // Per-entry sizes, kept from the sizing pass for the writing pass; grown as needed.
 let entrySizes = new Int32Array(1024);
 let lineSizes = new Int32Array(1024);
 
-function varintSize(n: number): number {
+export function varintSize(n: number): number {
   return n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5;
 }
 
 /** Bytes of the varint of the 64-bit value (lo, hi), each an unsigned 32-bit half. */
-function varint64Size(lo: number, hi: number): number {
+export function varint64Size(lo: number, hi: number): number {
   if (hi === 0) return varintSize(lo);
   let size = 5; // 35 bits: the low 32 and 3 of the high half
   for (let rest = hi >>> 3; rest !== 0; rest >>>= 7) size++;
   return size;
 }
 
-function writeVarint(buf: Buffer, at: number, n: number): number {
+export function writeVarint(buf: Buffer, at: number, n: number): number {
   while (n > 0x7f) {
     buf[at++] = (n & 0x7f) | 0x80;
     n >>>= 7;
@@ -64,7 +64,7 @@ function writeVarint(buf: Buffer, at: number, n: number): number {
   return at;
 }
 
-function writeVarint64(buf: Buffer, at: number, lo: number, hi: number): number {
+export function writeVarint64(buf: Buffer, at: number, lo: number, hi: number): number {
   while (hi !== 0) {
     buf[at++] = (lo & 0x7f) | 0x80;
     lo = ((lo >>> 7) | (hi << 25)) >>> 0;
@@ -73,7 +73,7 @@ function writeVarint64(buf: Buffer, at: number, lo: number, hi: number): number 
   return writeVarint(buf, at, lo);
 }
 
-function stringField(bytes: number): number {
+export function stringField(bytes: number): number {
   return 1 + varintSize(bytes) + bytes;
 }
 
@@ -83,7 +83,13 @@ function stringField(bytes: number): number {
 type Utf8Writer = Buffer & { utf8Write?: (s: string, offset: number, length: number) => number };
 const hasUtf8Write = typeof (Buffer.prototype as Utf8Writer).utf8Write === "function";
 
-function writeString(buf: Buffer, at: number, tag: number, s: string, bytes: number): number {
+export function writeString(
+  buf: Buffer,
+  at: number,
+  tag: number,
+  s: string,
+  bytes: number,
+): number {
   buf[at++] = tag;
   at = writeVarint(buf, at, bytes);
   if (hasUtf8Write) (buf as Utf8Writer).utf8Write!(s, at, bytes);
@@ -127,9 +133,6 @@ export function encodeQueueRecord(record: QueueRecord): Uint8Array {
     size += 1 + varintSize(entry) + entry;
   }
   const out = Buffer.allocUnsafe(QUEUE_RECORD_HEADER_BYTES + size);
-  out.writeUInt32BE(QUEUE_RECORD_MAGIC, 0);
-  out[4] = QUEUE_RECORD_VERSION;
-  out[5] = out[6] = out[7] = 0;
   let at = QUEUE_RECORD_HEADER_BYTES;
   at = writeString(out, at, (1 << 3) | 2, tenant, tenantBytes);
   at = writeString(out, at, (2 << 3) | 2, labels, labelsBytes);
@@ -153,8 +156,16 @@ export function encodeQueueRecord(record: QueueRecord): Uint8Array {
       at = writeString(out, at, (2 << 3) | 2, p.value, valueBytes);
     }
   }
-  out.writeUInt32LE(checksum(out.subarray(QUEUE_RECORD_HEADER_BYTES)), 8);
+  writeRecordEnvelope(out);
   return out;
+}
+
+/** Writes the envelope of a record whose body fills `out` from QUEUE_RECORD_HEADER_BYTES. */
+export function writeRecordEnvelope(out: Buffer): void {
+  out.writeUInt32BE(QUEUE_RECORD_MAGIC, 0);
+  out[4] = QUEUE_RECORD_VERSION;
+  out[5] = out[6] = out[7] = 0;
+  out.writeUInt32LE(checksum(out.subarray(QUEUE_RECORD_HEADER_BYTES)), 8);
 }
 
 /**

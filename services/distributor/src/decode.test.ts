@@ -98,18 +98,18 @@ describe("decodeProtobufPush", () => {
         ],
       }),
     );
-    expect(decodeProtobufPush(body, 1 << 20)).toEqual([
-      {
-        labelsText: '{a="b"}',
-        entries: [
-          {
-            timestampNs: 1_767_268_800_000_000_123n,
-            line: "l",
-            structuredMetadata: [{ name: "trace_id", value: "t" }],
-          },
-        ],
-      },
-    ]);
+    const push = decodeProtobufPush(body, 1 << 20);
+    expect(push.streams).toHaveLength(1);
+    const stream = push.streams[0]!;
+    expect(stream.labels).toBe('{a="b"}');
+    expect(stream.timestamps).toEqual([1_767_268_800_000_000_123n]);
+    // The line and the pair as ranges of the decompressed body.
+    const [lineStart, lineEnd, pairFrom, pairTo] = stream.entries;
+    expect(push.bytes.toString("utf8", lineStart, lineEnd)).toBe("l");
+    expect([pairFrom, pairTo]).toEqual([0, 1]);
+    const [nameStart, nameEnd, valueStart, valueEnd] = stream.pairs;
+    expect(push.bytes.toString("utf8", nameStart, nameEnd)).toBe("trace_id");
+    expect(push.bytes.toString("utf8", valueStart, valueEnd)).toBe("t");
   });
 
   it("refuses a push of more messages than its size allows (heap bound)", () => {
@@ -124,7 +124,7 @@ describe("decodeProtobufPush", () => {
     }
     expect((caught as DecodeError).code).toBe("too_many_messages");
     expect((caught as DecodeError).message).toMatch(/too many messages: 10001, limit 4096/);
-    expect(decodeProtobufPush(body, 1 << 20)[0]!.entries).toHaveLength(10_000);
+    expect(decodeProtobufPush(body, 1 << 20).streams[0]!.count).toBe(10_000);
   });
 
   it.each([

@@ -1,5 +1,5 @@
-import { decodePushRequest, snappyUncompress, timestampNs } from "@sieve/proto";
-import type { LabelPair } from "@sieve/proto";
+import { decodePushRaw, snappyUncompress } from "@sieve/proto";
+import type { LabelPair, RawPush } from "@sieve/proto";
 import { labelsString } from "@sieve/labels";
 import type { Label } from "@sieve/labels";
 
@@ -47,14 +47,12 @@ export class DecodeError extends Error {
 }
 
 /**
- * Decodes a protobuf PushRequest compressed with raw snappy (what Loki requires for any
- * content type but JSON). Decompression is refused before allocating when the block declares
- * more than `maxDecompressedBytes`.
+ * Reads a protobuf PushRequest compressed with raw snappy (what Loki requires for any
+ * content type but JSON) as byte ranges (`@sieve/proto`'s push-raw.ts: lines and metadata
+ * are never decoded here). Decompression is refused before allocating when the block
+ * declares more than `maxDecompressedBytes`.
  */
-export function decodeProtobufPush(
-  body: Uint8Array,
-  maxDecompressedBytes: number,
-): IncomingStream[] {
+export function decodeProtobufPush(body: Uint8Array, maxDecompressedBytes: number): RawPush {
   let raw: Uint8Array;
   try {
     raw = snappyUncompress(body, maxDecompressedBytes);
@@ -65,9 +63,8 @@ export function decodeProtobufPush(
     }
     throw new DecodeError("malformed_protobuf", e.message);
   }
-  let request;
   try {
-    request = decodePushRequest(raw, Math.floor(maxDecompressedBytes / BYTES_PER_MESSAGE));
+    return decodePushRaw(raw, Math.floor(maxDecompressedBytes / BYTES_PER_MESSAGE));
   } catch (error) {
     const e = error as Error & { code?: string };
     throw new DecodeError(
@@ -75,21 +72,6 @@ export function decodeProtobufPush(
       e.message,
     );
   }
-  const streams: IncomingStream[] = new Array<IncomingStream>(request.streams.length);
-  for (let s = 0; s < request.streams.length; s++) {
-    const stream = request.streams[s]!;
-    const entries = new Array<IncomingEntry>(stream.entries.length);
-    for (let i = 0; i < entries.length; i++) {
-      const e = stream.entries[i]!;
-      entries[i] = {
-        timestampNs: timestampNs(e.timestamp),
-        line: e.line,
-        structuredMetadata: e.structuredMetadata,
-      };
-    }
-    streams[s] = { labelsText: stream.labels, entries };
-  }
-  return streams;
 }
 
 const NS = /^-?\d{1,19}$/;

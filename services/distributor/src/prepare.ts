@@ -15,9 +15,16 @@ import {
   parseLabels,
 } from "@sieve/labels";
 import type { Label } from "@sieve/labels";
-import { encodeQueueRecord } from "@sieve/proto";
+import {
+  encodeQueueRecord,
+  encodeQueueRecordRaw,
+  rawLineBytes,
+  rawMetadataBytes,
+  rawPairCount,
+} from "@sieve/proto";
+import type { RawPush } from "@sieve/proto";
 import { DecodeError, decodeJsonPush, decodeProtobufPush } from "./decode.js";
-import type { IncomingEntry, IncomingStream } from "./decode.js";
+import type { IncomingStream } from "./decode.js";
 import type { TenantLimits } from "./limits.js";
 import {
   messages,
@@ -90,13 +97,13 @@ export type PrepareOutcome =
 
 /** Decodes, validates and encodes one push. Never throws for bad input. */
 export function preparePush(task: PrepareTask): PrepareOutcome {
-  let streams: IncomingStream[];
+  let streams: StreamSource[];
   try {
     const body = decompress(task.body, task.encoding, task.maxDecompressedBytes);
     streams =
       task.format === "json"
-        ? decodeJsonPush(body)
-        : decodeProtobufPush(body, task.maxDecompressedBytes);
+        ? decodeJsonPush(body).map(incomingSource)
+        : rawSources(decodeProtobufPush(body, task.maxDecompressedBytes));
   } catch (error) {
     if (error instanceof BodyError) return { ok: false, refusal: error.refusal };
     if (!(error instanceof DecodeError)) throw error;
@@ -105,7 +112,56 @@ export function preparePush(task: PrepareTask): PrepareOutcome {
     }
     return refuse(error.code === "too_many_messages" ? 413 : 400, error.message);
   }
-  return { ok: true, push: prepareStreams(task.tenant, streams, task.limits, task.nowMs) };
+  return { ok: true, push: prepareSources(task.tenant, streams, task.limits, task.nowMs) };
+}
+
+/**
+ * A pushed stream as validation reads it, whatever the body's format: its labels, and per
+ * entry the timestamp and byte sizes (never the text), and a way to write the queue record
+ * of the entries kept.
+ */
+interface StreamSource {
+  /** The label set as text: as sent (protobuf) or printed from the JSON object. */
+  readonly labelsText: string;
+  /** Sorted labels, when the format carries pairs; undefined means parse `labelsText`. */
+  readonly labels?: readonly Label[];
+  readonly count: number;
+  timestampNs(i: number): bigint;
+  lineBytes(i: number): number;
+  metadataCount(i: number): number;
+  metadataBytes(i: number): number;
+  /** The queue record of entries `kept` (indexes, in order). */
+  encode(tenant: string, labels: string, fingerprint: bigint, kept: readonly number[]): Uint8Array;
+}
+
+/** A decoded stream (JSON, or a caller's) as a source. */
+function incomingSource(stream: IncomingStream): StreamSource {
+  const { entries } = stream;
+  return {
+    labelsText: stream.labelsText,
+    ...(stream.labels !== undefined && { labels: stream.labels }),
+    count: entries.length,
+    timestampNs: (i) => entries[i]!.timestampNs,
+    lineBytes: (i) => utf8Bytes(entries[i]!.line),
+    metadataCount: (i) => entries[i]!.structuredMetadata.length,
+    metadataBytes: (i) => structuredMetadataBytes(entries[i]!.structuredMetadata),
+    encode: (tenant, labels, fingerprint, kept) =>
+      encodeQueueRecord({ tenant, labels, fingerprint, entries: kept.map((i) => entries[i]!) }),
+  };
+}
+
+/** A protobuf push's streams, read as byte ranges, as sources. */
+function rawSources(push: RawPush): StreamSource[] {
+  return push.streams.map((s) => ({
+    labelsText: s.labels,
+    count: s.count,
+    timestampNs: (i) => s.timestamps[i]!,
+    lineBytes: (i) => rawLineBytes(s, i),
+    metadataCount: (i) => rawPairCount(s, i),
+    metadataBytes: (i) => rawMetadataBytes(s, i),
+    encode: (tenant, labels, fingerprint, kept) =>
+      encodeQueueRecordRaw(tenant, labels, fingerprint, push, s, kept),
+  }));
 }
 
 function refuse(status: 400 | 413, message: string): PrepareOutcome {
@@ -170,9 +226,10 @@ function inflateDeflate(body: Uint8Array, maxBytes: number): Uint8Array {
 }
 
 interface Kept {
+  readonly source: StreamSource;
   readonly labels: string;
   readonly fingerprint: bigint;
-  readonly entries: IncomingEntry[];
+  readonly entries: number[];
   lineBytes: number;
   bytes: number;
 }
@@ -188,6 +245,15 @@ export function prepareStreams(
   limits: TenantLimits,
   nowMs: number,
 ): PreparedPush {
+  return prepareSources(tenant, streams.map(incomingSource), limits, nowMs);
+}
+
+function prepareSources(
+  tenant: string,
+  streams: readonly StreamSource[],
+  limits: TenantLimits,
+  nowMs: number,
+): PreparedPush {
   const bounds = timeBounds(limits, nowMs);
   const rejections: Rejection[] = [];
   const discarded = new Map<Reason, Discarded>();
@@ -200,13 +266,11 @@ export function prepareStreams(
       d.bytes += bytes;
     }
   };
-  const refuseStream = (stream: IncomingStream, rejection: Rejection): void => {
+  const refuseStream = (stream: StreamSource, rejection: Rejection): void => {
     rejections.push(rejection);
     let bytes = 0;
-    for (const e of stream.entries) {
-      bytes += utf8Bytes(e.line) + structuredMetadataBytes(e.structuredMetadata);
-    }
-    discard(rejection.reason, stream.entries.length, bytes);
+    for (let i = 0; i < stream.count; i++) bytes += stream.lineBytes(i) + stream.metadataBytes(i);
+    discard(rejection.reason, stream.count, bytes);
   };
 
   const kept: Kept[] = [];
@@ -227,20 +291,21 @@ export function prepareStreams(
       continue;
     }
     const k: Kept = {
+      source: stream,
       labels: canonical,
       fingerprint: fingerprint(canonical),
       entries: [],
       lineBytes: 0,
       bytes: 0,
     };
-    for (const entry of stream.entries) {
-      const lineBytes = utf8Bytes(entry.line);
-      const metadata = entry.structuredMetadata;
-      const metadataBytes = metadata.length === 0 ? 0 : structuredMetadataBytes(metadata);
+    for (let i = 0; i < stream.count; i++) {
+      const lineBytes = stream.lineBytes(i);
+      const pairs = stream.metadataCount(i);
+      const metadataBytes = pairs === 0 ? 0 : stream.metadataBytes(i);
       const error = validateEntry(
-        entry.timestampNs,
+        stream.timestampNs(i),
         lineBytes,
-        metadata,
+        pairs,
         metadataBytes,
         canonical,
         limits,
@@ -251,7 +316,7 @@ export function prepareStreams(
         discard(error.reason, 1, lineBytes + metadataBytes);
         continue;
       }
-      k.entries.push(entry);
+      k.entries.push(i);
       k.lineBytes += lineBytes;
       k.bytes += lineBytes + metadataBytes;
     }
@@ -260,9 +325,7 @@ export function prepareStreams(
 
   // Each record is encoded on its own (protobufjs may hand back a slice of a shared pool),
   // then copied into one fresh buffer that can be transferred without copying again.
-  const encoded = kept.map((k) =>
-    encodeQueueRecord({ tenant, labels: k.labels, fingerprint: k.fingerprint, entries: k.entries }),
-  );
+  const encoded = kept.map((k) => k.source.encode(tenant, k.labels, k.fingerprint, k.entries));
   let total = 0;
   for (const e of encoded) total += e.length;
   const records = new Uint8Array(total);
@@ -286,7 +349,7 @@ export function prepareStreams(
 
 /** A stream's sorted labels, or the refusal of the whole stream (Loki's `ValidateLabels`). */
 function streamLabels(
-  stream: IncomingStream,
+  stream: Pick<StreamSource, "labels" | "labelsText">,
   limits: TenantLimits,
 ): { readonly labels: readonly Label[] } | { readonly rejection: Rejection } {
   let labels: readonly Label[];

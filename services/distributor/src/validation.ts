@@ -164,7 +164,7 @@ export function timeBounds(limits: TenantLimits, nowMs: number): TimeBounds {
 export function validateEntry(
   timestampNs: bigint,
   lineBytes: number,
-  metadata: readonly LabelPair[],
+  metadataCount: number,
   metadataBytes: number,
   labels: string,
   limits: TenantLimits,
@@ -185,7 +185,7 @@ export function validateEntry(
       message: messages.lineTooLong(limits.maxLineBytes, labels, lineBytes),
     };
   }
-  if (metadata.length > 0) {
+  if (metadataCount > 0) {
     if (!limits.allowStructuredMetadata) {
       return {
         reason: "disallowed_structured_metadata",
@@ -200,10 +200,10 @@ export function validateEntry(
       };
     }
     const maxCount = limits.maxStructuredMetadataCount;
-    if (maxCount !== 0 && metadata.length > maxCount) {
+    if (maxCount !== 0 && metadataCount > maxCount) {
       return {
         reason: "structured_metadata_too_many",
-        message: messages.structuredMetadataTooMany(labels, metadata.length, maxCount),
+        message: messages.structuredMetadataTooMany(labels, metadataCount, maxCount),
       };
     }
   }
