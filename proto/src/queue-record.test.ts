@@ -1,7 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ProtoError } from "./errors.js";
-import { decodeQueueRecord, encodeQueueRecord } from "./queue-record.js";
+import {
+  QUEUE_RECORD_HEADER_BYTES,
+  decodeQueueRecord,
+  encodeQueueRecord,
+  writeRecordEnvelope,
+} from "./queue-record.js";
 import type { QueueRecord } from "./queue-record.js";
 
 const record: QueueRecord = {
@@ -69,5 +74,19 @@ describe("queue record", () => {
     ["cut body", (b: Uint8Array) => b.subarray(0, b.length - 3), "record_bad_checksum"],
   ])("rejects %s", (_name, damage, code) => {
     expect(codeOf(damage(encodeQueueRecord(record)))).toBe(code);
+  });
+});
+
+describe("queue record bodies", () => {
+  it("refuse any damaged body in a valid envelope with record_corrupt, never anything else", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 80 }), (body) => {
+        const out = Buffer.alloc(QUEUE_RECORD_HEADER_BYTES + body.length);
+        out.set(body, QUEUE_RECORD_HEADER_BYTES);
+        writeRecordEnvelope(out);
+        expect(["ok", "record_corrupt"]).toContain(codeOf(out));
+      }),
+      { numRuns: 3000 },
+    );
   });
 });
