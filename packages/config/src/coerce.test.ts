@@ -31,6 +31,12 @@ const table: [Scalar, unknown, boolean, number | undefined, Scalar | { error: st
   [0, 1.5, false, undefined, { error: "out_of_range" }],
   [0, "1.5", true, 0, { error: "out_of_range" }],
   [0, 2 ** 53, false, undefined, { error: "out_of_range" }],
+  // A rate (a fractional default) takes fractions; the bounds still hold.
+  [0.01, 0.001, false, undefined, 0.001],
+  [0.01, "0.25", true, undefined, 0.25],
+  [0.01, 1, false, undefined, 1],
+  [0.01, "-0.1", true, 0, { error: "out_of_range" }],
+  [0.01, "0.5x", true, undefined, { error: "invalid_type" }],
 ];
 
 describe("coerce", () => {

@@ -13,8 +13,9 @@ export type Value = Scalar | readonly string[] | null;
 /**
  * Checks `raw` against the kind of `template` (its default) and returns it typed. From the
  * file a value must already have the kind; from the environment (`fromEnv`) strings are
- * parsed: `true`/`false` exactly, numbers by `Number`. Numbers must be safe integers, at
- * least `min` and at most `max` when given. Throws `invalid_type` or `out_of_range` with
+ * parsed: `true`/`false` exactly, numbers by `Number`. Numbers must be safe integers, unless
+ * the default is a fraction (a rate such as 0.01), and at least `min` and at most `max` when
+ * given. Throws `invalid_type` or `out_of_range` with
  * `key` (the dotted path or the variable's name).
  */
 export function coerce(
@@ -43,14 +44,16 @@ export function coerce(
   if (typeof n !== "number" || !Number.isFinite(n)) {
     throw new ConfigError("invalid_type", key, `expected a number, got ${JSON.stringify(raw)}`);
   }
+  const fraction = !Number.isInteger(template);
   if (
-    !Number.isSafeInteger(n) ||
+    (!fraction && !Number.isSafeInteger(n)) ||
     (min !== undefined && n < min) ||
     (max !== undefined && n > max)
   ) {
     const bound =
       max !== undefined ? ` in ${min ?? "…"}..${max}` : min !== undefined ? ` ≥ ${min}` : "";
-    throw new ConfigError("out_of_range", key, `expected an integer${bound}, got ${n}`);
+    const kind = fraction ? "a number" : "an integer";
+    throw new ConfigError("out_of_range", key, `expected ${kind}${bound}, got ${n}`);
   }
   return n;
 }

@@ -23,7 +23,7 @@ describe("ingester config", () => {
         "  instanceId: ingester-7",
         "  blooms: { ngramLength: 4, ngramSkip: 1 }",
         "  overrides:",
-        "    noisy: { bloomsEnabled: false }",
+        "    noisy: { bloomsEnabled: false, falsePositiveRate: 0.001 }",
         "distributor: { authEnabled: true }",
       ].join("\n"),
     );
@@ -36,11 +36,17 @@ describe("ingester config", () => {
     expect(c.instanceId).toBe("ingester-7");
     expect(c.flushConcurrency).toBe(2);
     expect(c.chunkIdleMs).toBe(60_000);
-    expect(c.blooms).toEqual({ bloomsEnabled: true, ngramLength: 4, ngramSkip: 2 });
+    expect(c.blooms).toEqual({
+      bloomsEnabled: true,
+      ngramLength: 4,
+      ngramSkip: 2,
+      falsePositiveRate: 0.01,
+    });
     expect(tenantBlooms(c, "noisy")).toEqual({
       bloomsEnabled: false,
       ngramLength: 4,
       ngramSkip: 2,
+      falsePositiveRate: 0.001,
     });
     expect(tenantBlooms(c, "other")).toBe(c.blooms);
   });
@@ -116,6 +122,12 @@ describe("ingester config", () => {
       { text: "ingester: { overrides: { t: { ngramSkip: 99 } } }" },
       "out_of_range",
       "overrides.t.ngramSkip",
+    ],
+    [
+      "false-positive rate of 1",
+      { text: "ingester: { overrides: { t: { falsePositiveRate: 1 } } }" },
+      "out_of_range",
+      "overrides.t.falsePositiveRate",
     ],
     [
       "bad tenant",

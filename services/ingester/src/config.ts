@@ -18,6 +18,11 @@ export interface TenantBloomConfig {
   readonly ngramLength: number;
   /** Code points skipped between n-grams (Loki's `bloom_ngram_skip`). */
   readonly ngramSkip: number;
+  /**
+   * False-positive rate of each series' bloom (Loki's 0.01): lower keeps fewer chunks that
+   * do not hold the needle, for more bits per token.
+   */
+  readonly falsePositiveRate: number;
 }
 
 /** The ingester's configuration. Sizes in bytes, durations in milliseconds. */
@@ -100,7 +105,7 @@ export const DEFAULT_CONFIG: IngesterConfig = {
   maxBloomBytes: 4 * 1024 * 1024,
   maxEntriesPerQuery: 100_000,
   maxSeriesPerQuery: 10_000,
-  blooms: { bloomsEnabled: true, ngramLength: 0, ngramSkip: 0 },
+  blooms: { bloomsEnabled: true, ngramLength: 0, ngramSkip: 0, falsePositiveRate: 0.01 },
   overrides: {},
 };
 
@@ -136,6 +141,7 @@ const RANGES: Record<string, readonly [number, number]> = {
   maxSeriesPerQuery: [1, 100_000_000],
   ngramLength: [0, 64],
   ngramSkip: [0, 64],
+  falsePositiveRate: [0.000001, 0.5],
 };
 
 const INSTANCE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -183,6 +189,8 @@ const SCHEMA = defineSchema({
       ngramLength:
         "line n-grams of this many code points go into the bloom; 0 = off (Loki's default)",
       ngramSkip: "code points skipped between n-grams (Loki's `bloom_ngram_skip`)",
+      falsePositiveRate:
+        "false-positive rate of each series' bloom (Loki's 0.01); lower keeps fewer chunks without the needle, for more bloom bytes",
     },
   },
 });
@@ -221,6 +229,7 @@ export function validateConfig(config: IngesterConfig): void {
   for (const [path, b] of tenantViews("blooms", config.blooms, config.overrides)) {
     check(`${path}.ngramLength`, "ngramLength", b.ngramLength);
     check(`${path}.ngramSkip`, "ngramSkip", b.ngramSkip);
+    check(`${path}.falsePositiveRate`, "falsePositiveRate", b.falsePositiveRate);
   }
   if (config.chunkMaxAgeMs < config.flushCheckIntervalMs) {
     throw new ConfigError(

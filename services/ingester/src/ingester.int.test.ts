@@ -380,6 +380,30 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     ).rejects.toBeInstanceOf(IngesterError);
   });
 
+  it("sizes each tenant's blooms for its own false-positive rate", async () => {
+    const { ingester } = start({ overrides: { strict: { falsePositiveRate: 0.0001 } } });
+    await ingester.start();
+    // The same lines and ids for both tenants: 400 distinct trace ids.
+    await wal.writer.append([
+      record("loose", `{app="a"}`, entries(4000, "fp"), PARTITIONS),
+      record("strict", `{app="a"}`, entries(4000, "fp"), PARTITIONS),
+    ]);
+    await waitFor(async () => (await metric("sieve_ingester_records_consumed_total")) === 2);
+    await ingester.flushAll();
+    const bloomBytes = async (tenant: string): Promise<number> => {
+      const contents = await readStore(store, tenant, T0 - 1n);
+      expect(contents.falseNegatives).toEqual([]);
+      const bloom = contents.series[0]!.chunks[0]!.bloom;
+      if (bloom.kind !== "block") throw new Error(`${tenant}: no bloom`);
+      return bloom.length;
+    };
+    const loose = await bloomBytes("loose");
+    const strict = await bloomBytes("strict");
+    // Bits per token: -ln(fp)/ln²2, 9.6 at 0.01 and 19.2 at 0.0001.
+    expect(strict / loose).toBeGreaterThan(1.6);
+    expect(strict / loose).toBeLessThan(2.4);
+  });
+
   it("turns blooms off per tenant and records them as missing", async () => {
     const { ingester } = start({ overrides: { quiet: { bloomsEnabled: false } } });
     await ingester.start();

@@ -47,6 +47,7 @@ export class Instance {
     const bloom = b.bloomsEnabled
       ? new SeriesBloomBuilder({
           maxBloomBytes: this.ctx.config.maxBloomBytes,
+          filter: { fp: b.falsePositiveRate },
           ...(b.ngramLength > 0 && { ngrams: { length: b.ngramLength, skip: b.ngramSkip } }),
         })
       : undefined;
