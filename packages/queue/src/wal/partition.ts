@@ -50,6 +50,11 @@ export interface WalStats {
 export interface PartitionOptions {
   readonly segmentBytes: number;
   readonly readChunkBytes: number;
+  /**
+   * An active segment whose records are all released and that holds at least this many
+   * bytes is sealed and deleted ({@link PartitionLog.release}).
+   */
+  readonly retireBytes: number;
 }
 
 interface Pending {
@@ -74,6 +79,11 @@ export class PartitionLog {
   private flushing: Promise<void> | undefined;
   private failure: QueueError | undefined;
   private closed = false;
+  /** Every record below this is released (committed): its segments may go. */
+  private released = 0;
+  /** A {@link release} asked the flush loop to retire the active segment. */
+  private retireWanted = false;
+  private retired = deferred();
   private changed = deferred();
 
   private constructor(
@@ -153,10 +163,19 @@ export class PartitionLog {
     });
   }
 
+  /**
+   * Writes pending appends, one write and fsync a round; a wanted retirement runs here too,
+   * between rounds, so that sealing the active segment never races a write into it.
+   */
   private async flushLoop(): Promise<void> {
     // Let every append made in the current tick join the first write.
     await Promise.resolve();
-    while (this.pending.length > 0) {
+    while (this.pending.length > 0 || this.retireWanted) {
+      if (this.pending.length === 0) {
+        this.retireWanted = false;
+        await this.retire();
+        continue;
+      }
       const batch = this.pending;
       this.pending = [];
       try {
@@ -266,8 +285,50 @@ export class PartitionLog {
     return open(segment.path, "r");
   }
 
+  /**
+   * Every record below `offset` is committed: deletes the sealed segments that hold only
+   * such records, and when every record of the log is committed and the active segment
+   * holds `retireBytes` or more, seals it and deletes it too (the next append starts a new
+   * one at the same offset), so that a caught-up log keeps next to nothing on disk. The
+   * caller has made the commit durable first: a crash at any point leaves either the old
+   * segments (deleted by the next release) or none, never a committed record's absence
+   * to be noticed, since nothing below the commit is read again.
+   */
+  async release(offset: number): Promise<void> {
+    this.released = Math.max(this.released, offset);
+    await this.deleteBelow(this.released);
+    const active = this.segments[this.segments.length - 1]!;
+    if (
+      this.closed ||
+      this.released < this.nextOffset ||
+      active.bytes - SEGMENT_HEADER_BYTES < this.options.retireBytes
+    ) {
+      return;
+    }
+    this.retireWanted = true;
+    const done = this.retired.promise;
+    this.flushing ??= this.flushLoop();
+    await done;
+  }
+
+  /** Seals the active segment if still wholly released, then deletes what is released. */
+  private async retire(): Promise<void> {
+    try {
+      const active = this.segments[this.segments.length - 1]!;
+      if (this.released >= this.nextOffset && active.bytes > SEGMENT_HEADER_BYTES) {
+        await this.roll();
+        await this.deleteBelow(this.released);
+      }
+    } catch {
+      // Only a missed saving of disk: the next release tries again.
+    } finally {
+      this.retired.resolve();
+      this.retired = deferred();
+    }
+  }
+
   /** Deletes every segment whose records are all below `offset`; never the active one. */
-  async deleteBelow(offset: number): Promise<number> {
+  private async deleteBelow(offset: number): Promise<number> {
     const doomed: Segment[] = [];
     while (this.segments.length > 1 && this.segments[1]!.baseOffset <= offset) {
       doomed.push(this.segments.shift()!);

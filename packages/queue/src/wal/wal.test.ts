@@ -113,6 +113,44 @@ describe("write-ahead log", () => {
     await wal.close();
   });
 
+  it("once all is committed, retires the active segment too: a caught-up log keeps a header", async () => {
+    const dir = await tempDir();
+    let wal = await openWal({ dir, partitions: 1, retireBytes: 1000 });
+    const delivered: number[] = [];
+    await wal.consumer.start((batch) => {
+      for (const r of batch.records) delivered.push(r.offset);
+      return Promise.resolve();
+    });
+    const waitDelivered = async (n: number): Promise<void> => {
+      while (delivered.length < n) await new Promise((resolve) => setImmediate(resolve));
+    };
+    // 5 small records: under retireBytes, the active segment stays.
+    await wal.writer.append(records(0, 0, 5, 100));
+    await waitDelivered(5);
+    await wal.consumer.commit(0, 5);
+    expect(wal.stats.segmentsDeleted).toBe(0);
+    // 20 more: past it, the commit of everything seals and deletes the segment.
+    await wal.writer.append(records(0, 5, 20, 100));
+    await waitDelivered(25);
+    await wal.consumer.commit(0, 25);
+    expect(wal.stats.segmentsDeleted).toBe(1);
+    const files = await segmentFiles(dir, 0);
+    expect(files).toHaveLength(1);
+    expect((await stat(join(dir, "partition-0", files[0]!))).size).toBe(SEGMENT_HEADER_BYTES);
+    // The consumer goes on into the new segment, at the same offsets.
+    await wal.writer.append(records(0, 25, 3, 100));
+    await waitDelivered(28);
+    expect(delivered).toEqual([...Array(28).keys()]);
+    await wal.consumer.stop();
+    await wal.close();
+
+    wal = await openWal({ dir, partitions: 1, retireBytes: 1000 });
+    expect(wal.firstOffset(0)).toBe(25);
+    expect(wal.endOffset(0)).toBe(28);
+    expect((await drain(wal))[0]!.map((r) => r.offset)).toEqual([25, 26, 27]);
+    await wal.close();
+  });
+
   it("reads records larger than its read chunk", async () => {
     const dir = await tempDir();
     const wal = await openWal({ dir, partitions: 1, readChunkBytes: 256 });
@@ -328,9 +366,11 @@ describe("write-ahead log against a model", () => {
       fc.asyncProperty(
         fc.array(step, { minLength: 1, maxLength: 25 }),
         fc.integer({ min: 1024, max: 4096 }),
-        async (steps, segmentBytes) => {
+        fc.constantFrom(0, 600, 1 << 20),
+        async (steps, segmentBytes, retireBytes) => {
           const dir = await tempDir();
-          const open = () => openWal({ dir, partitions: 2, segmentBytes, readChunkBytes: 512 });
+          const open = () =>
+            openWal({ dir, partitions: 2, segmentBytes, retireBytes, readChunkBytes: 512 });
           let wal = await open();
           const model: string[][] = [[], []];
           const committed = [0, 0];

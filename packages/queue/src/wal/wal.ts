@@ -32,6 +32,11 @@ export interface WalOptions {
   readonly partitions: number;
   /** A segment is sealed and a new one started once it would grow past this. Default 64 MiB. */
   readonly segmentBytes?: number;
+  /**
+   * Once every record of a partition is committed, its active segment is sealed and
+   * deleted if it holds at least this many bytes. Default 1 MiB.
+   */
+  readonly retireBytes?: number;
   /** Largest key + value accepted by `append`. Default 8 MiB. */
   readonly maxRecordBytes?: number;
   /** Bytes read from a segment at a time by recovery and the consumer. Default 1 MiB. */
@@ -51,6 +56,7 @@ export interface WalOptions {
 
 const DEFAULTS = {
   segmentBytes: 64 * 1024 * 1024,
+  retireBytes: 1024 * 1024,
   maxRecordBytes: 8 * 1024 * 1024,
   readChunkBytes: 1024 * 1024,
   maxBatchRecords: 1000,
@@ -71,6 +77,7 @@ function resolveOptions(options: WalOptions): ResolvedOptions {
     dir: resolve(options.dir),
     partitions: options.partitions,
     segmentBytes: options.segmentBytes ?? DEFAULTS.segmentBytes,
+    retireBytes: options.retireBytes ?? DEFAULTS.retireBytes,
     maxRecordBytes: options.maxRecordBytes ?? DEFAULTS.maxRecordBytes,
     readChunkBytes: options.readChunkBytes ?? DEFAULTS.readChunkBytes,
     maxBatchRecords: options.maxBatchRecords ?? DEFAULTS.maxBatchRecords,
@@ -85,6 +92,7 @@ function resolveOptions(options: WalOptions): ResolvedOptions {
     Number.isSafeInteger(v) && v >= min && v <= max;
   check(int(o.partitions, 1, MAX_PARTITIONS), `partitions must be 1..${MAX_PARTITIONS}`);
   check(int(o.segmentBytes, 1024, 2 ** 40), "segmentBytes must be at least 1024");
+  check(int(o.retireBytes, 0, 2 ** 40), "retireBytes must be 0 or more");
   check(
     int(o.maxRecordBytes, 1, MAX_BODY_BYTES - 16),
     `maxRecordBytes must be 1..${MAX_BODY_BYTES - 16}`,
@@ -432,7 +440,7 @@ export class WalConsumer implements QueueConsumer {
     if (nextOffset === committed) return;
     this.offsets.committed[partition] = nextOffset;
     await this.offsets.persist();
-    await log.deleteBelow(nextOffset);
+    await log.release(nextOffset);
   }
 
   /** The committed offset of `partition`. */
