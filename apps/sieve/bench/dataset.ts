@@ -87,7 +87,7 @@ export const TENANT = "bench";
 const T0_NS = BigInt(Date.UTC(2026, 0, 15, 6, 0, 0)) * 1_000_000n;
 
 /** Deterministic generator (splitmix64 on 32-bit halves is enough here: mulberry32). */
-function rng(seed: number): () => number {
+export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -1,0 +1,602 @@
+/**
+ * `pnpm bench:peers`: Sieve (`sieve all`) beside Grafana Loki 3.7 (single binary,
+ * filesystem store, limits raised) on the same generated logs, one run, the same bytes
+ * sent to each. Issue 11's figures: push MB/s of raw lines, server CPU-seconds, peak RSS,
+ * stored bytes after flush and stop, and needle query p50/p99, cold (first query after a
+ * restart) and warm, for a narrow selector (one service: 10 streams) and a wide one (half
+ * the streams: 250), present trace ids (exactly their 10 lines) and absent ones (none),
+ * every answer checked.
+ *
+ *   pnpm bench:peers [--mb 1000] [--queries 20] [--only sieve|loki] [--main dist/main.js]
+ *
+ * The data: 500 streams (`service` × `pod`, `env` prod for half the pods), ~200-byte logfmt
+ * lines over two hours ending now, `trace_id` (shared by 10 lines) and `span_id` (one a
+ * line) as structured metadata; protobuf+snappy bodies of ~1 MiB (5,000 lines), built
+ * before either server starts and sent over 8 connections. Loki and logcli come from
+ * `sh scripts/loki.sh path` (built from the Go module proxy on first use).
+ *
+ * The machine is shared: each phase records the load average and the CPU the rest of the
+ * machine used meanwhile; compare ratios from one run. Writes every sample as JSON under
+ * bench/results/.
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { compress } from "snappyjs";
+import { encodePushRequest, type PushRequest } from "@sieve/proto";
+// mulberry32: the same ids for the same body on every run.
+import { rng } from "./dataset.js";
+
+const { values } = parseArgs({
+  options: {
+    mb: { type: "string", default: "1000" },
+    queries: { type: "string", default: "20" },
+    only: { type: "string" },
+    main: { type: "string", default: fileURLToPath(new URL("../dist/main.js", import.meta.url)) },
+  },
+});
+const TOTAL_MB = Number(values.mb);
+const QUERIES = Number(values.queries);
+const SERVICES = 50;
+const PODS = 10;
+const STREAMS = SERVICES * PODS;
+const LINES_PER_BODY = 5_000;
+const LINES_PER_TRACE = 10;
+const LINE_BYTES = 200;
+const CONNECTIONS = 8;
+const SPAN_MS = 2 * 3_600_000;
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+// ---- the data -----------------------------------------------------------------------------
+
+function hex16(next: () => number): string {
+  return (
+    Math.floor(next() * 2 ** 32)
+      .toString(16)
+      .padStart(8, "0") +
+    Math.floor(next() * 2 ** 32)
+      .toString(16)
+      .padStart(8, "0")
+  );
+}
+
+interface Stream {
+  readonly service: number;
+  readonly pod: number;
+  readonly prod: boolean;
+}
+
+function streamOf(index: number): Stream {
+  const pod = Math.floor(index / SERVICES);
+  return { service: index % SERVICES, pod, prod: pod % 2 === 0 };
+}
+
+function labelsOf(s: Stream): string {
+  return `{env="${s.prod ? "prod" : "staging"}", pod="pod-${s.pod}", service="svc-${s.service}"}`;
+}
+
+/** A trace id the queries look for, and its stream. */
+interface Needle {
+  readonly trace: string;
+  readonly stream: Stream;
+}
+
+interface Dataset {
+  readonly bodies: Uint8Array[];
+  readonly rawBytes: number;
+  readonly lines: number;
+  readonly startNs: bigint;
+  readonly endNs: bigint;
+  /** Present ids, on prod streams (so both selectors hold them), each with 10 lines. */
+  readonly present: Needle[];
+  readonly absent: string[];
+}
+
+function generate(): Dataset {
+  const bodyCount = Math.ceil((TOTAL_MB * 1e6) / (LINES_PER_BODY * LINE_BYTES));
+  const lines = bodyCount * LINES_PER_BODY;
+  const endNs = BigInt(Date.now()) * 1_000_000n;
+  const stepNs = BigInt(Math.floor((SPAN_MS * 1e6) / lines));
+  const startNs = endNs - stepNs * BigInt(lines);
+  const bodies: Uint8Array[] = [];
+  const present: Needle[] = [];
+  let rawBytes = 0;
+  for (let b = 0; b < bodyCount; b++) {
+    const next = rng(b + 1);
+    const byStream = new Map<number, PushRequest["streams"][number]["entries"]>();
+    let trace = "";
+    for (let i = 0; i < LINES_PER_BODY; i++) {
+      const n = b * LINES_PER_BODY + i;
+      // A trace's 10 lines go to one stream; consecutive traces to the next streams.
+      const streamIndex = Math.floor(n / LINES_PER_TRACE) % STREAMS;
+      if (i % LINES_PER_TRACE === 0) {
+        trace = hex16(next);
+        const s = streamOf(streamIndex);
+        if (s.prod && i % 1000 === 0 && present.length < 4 * QUERIES && b % 7 === 3) {
+          present.push({ trace, stream: s });
+        }
+      }
+      let line = `level=info caller=server.go:${100 + (n % 900)} msg="request served" method=GET path=/api/v1/items/${n} status=200 duration_ms=${n % 500} request_id=${hex16(next)} `;
+      line += "x".repeat(Math.max(0, LINE_BYTES - line.length));
+      rawBytes += line.length;
+      const ns = startNs + BigInt(n) * stepNs;
+      let entries = byStream.get(streamIndex);
+      if (entries === undefined) byStream.set(streamIndex, (entries = []));
+      entries.push({
+        timestamp: { seconds: Number(ns / 1_000_000_000n), nanos: Number(ns % 1_000_000_000n) },
+        line,
+        structuredMetadata: [
+          { name: "trace_id", value: trace },
+          { name: "span_id", value: hex16(next) },
+        ],
+      });
+    }
+    const streams = [...byStream].map(([index, entries]) => ({
+      labels: labelsOf(streamOf(index)),
+      entries,
+    }));
+    bodies.push(compress(encodePushRequest({ streams })));
+  }
+  const absentNext = rng(0x5eed);
+  const absent = Array.from({ length: QUERIES }, () => `ffff${hex16(absentNext).slice(4)}`);
+  return {
+    bodies,
+    rawBytes,
+    lines,
+    startNs,
+    endNs,
+    present: present.slice(0, QUERIES),
+    absent,
+  };
+}
+
+// ---- processes ----------------------------------------------------------------------------
+
+/** CPU seconds (user + system, every thread) of a process, from /proc. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds the whole machine has been busy. */
+function machineBusySeconds(): number {
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.split(/\s+/).slice(1);
+  const [user, nice, system, , , irq, softirq, steal] = cpu.map(Number);
+  return (user! + nice! + system! + irq! + softirq! + steal!) / 100;
+}
+
+function rssMiB(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m === null ? 0 : Number(m[1]) / 1024;
+  } catch {
+    return 0;
+  }
+}
+
+function duMiB(path: string): number {
+  try {
+    return Number(execFileSync("du", ["-sk", path], { encoding: "utf8" }).split("\t")[0]) / 1024;
+  } catch {
+    return 0;
+  }
+}
+
+interface Server {
+  readonly url: string;
+  readonly pid: number;
+  stop(): Promise<number | null>;
+}
+
+async function spawnServer(
+  command: string,
+  args: string[],
+  url: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Server> {
+  const child = spawn(command, args, { env, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.setEncoding("utf8");
+  child.stderr.on("data", (t: string) => {
+    stderr = (stderr + t).slice(-4000);
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${command} exited: ${stderr}`);
+    try {
+      const res = await fetch(`${url}/ready`);
+      if (res.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${command} not ready after 120 s: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return {
+    url,
+    pid: child.pid!,
+    stop: async () => {
+      child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
+
+/** What a system under test is: how to start it on a data dir, flush it, and its stored parts. */
+interface System {
+  readonly name: "sieve" | "loki";
+  start(dir: string): Promise<Server>;
+  /** Makes everything pushed durable in the store. */
+  flush(server: Server): Promise<void>;
+  /** Stored bytes by part, after a flush and a clean stop. */
+  stored(dir: string): Record<string, number>;
+}
+
+const SIEVE_PORT = 3161;
+const LOKI_PORT = 3162;
+
+const sieve: System = {
+  name: "sieve",
+  async start(dir) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, "sieve.yaml"),
+      "distributor:\n  limits: { ingestionRateBytes: 1073741824, ingestionBurstBytes: 1073741824, perStreamRateBytes: 1073741824, perStreamBurstBytes: 1073741824 }\n",
+    );
+    const args = [values.main, "all", "--host", "127.0.0.1", "--port", String(SIEVE_PORT)];
+    args.push("--data-dir", join(dir, "data"), "--config-file", join(dir, "sieve.yaml"));
+    return spawnServer(process.execPath, args, `http://127.0.0.1:${SIEVE_PORT}`, {
+      ...process.env,
+      SIEVE_LOG_LEVEL: "warn",
+    });
+  },
+  async flush(server) {
+    const res = await fetch(`${server.url}/flush`, { method: "POST" });
+    if (res.status !== 204) throw new Error(`sieve flush: ${res.status}`);
+  },
+  stored(dir) {
+    return {
+      store: duMiB(join(dir, "data", "store")),
+      wal: duMiB(join(dir, "data", "wal")),
+      all: duMiB(join(dir, "data")),
+    };
+  },
+};
+
+function lokiConfig(dir: string): string {
+  return `auth_enabled: false
+server:
+  http_listen_address: 127.0.0.1
+  http_listen_port: ${LOKI_PORT}
+  grpc_listen_address: 127.0.0.1
+  grpc_listen_port: ${LOKI_PORT + 1000}
+  log_level: warn
+  http_server_read_timeout: 5m
+  http_server_write_timeout: 5m
+  grpc_server_max_recv_msg_size: 104857600
+  grpc_server_max_send_msg_size: 104857600
+common:
+  path_prefix: ${dir}
+  instance_addr: 127.0.0.1
+  replication_factor: 1
+  ring:
+    kvstore:
+      store: inmemory
+  storage:
+    filesystem:
+      chunks_directory: ${dir}/chunks
+      rules_directory: ${dir}/rules
+schema_config:
+  configs:
+    - from: 2024-01-01
+      store: tsdb
+      object_store: filesystem
+      schema: v13
+      index:
+        prefix: index_
+        period: 24h
+ingester:
+  wal:
+    flush_on_shutdown: true
+limits_config:
+  ingestion_rate_mb: 100000
+  ingestion_burst_size_mb: 100000
+  per_stream_rate_limit: 1GB
+  per_stream_rate_limit_burst: 1GB
+  max_global_streams_per_user: 0
+  max_line_size: 0
+  allow_structured_metadata: true
+  max_entries_limit_per_query: 100000
+  max_query_series: 100000
+  max_query_length: 0
+  reject_old_samples: false
+  volume_enabled: false
+query_range:
+  cache_results: false
+pattern_ingester:
+  enabled: false
+analytics:
+  reporting_enabled: false
+`;
+}
+
+const loki: System = {
+  name: "loki",
+  async start(dir) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "loki.yaml"), lokiConfig(dir));
+    const bin = execFileSync("sh", [join(ROOT, "scripts/loki.sh"), "path"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"],
+    }).trim();
+    return spawnServer(
+      bin,
+      [`-config.file=${join(dir, "loki.yaml")}`],
+      `http://127.0.0.1:${LOKI_PORT}`,
+    );
+  },
+  async flush(server) {
+    // Loki's /flush starts the flush and answers at once: wait for its chunks in memory to go.
+    const res = await fetch(`${server.url}/flush`, { method: "POST" });
+    if (res.status !== 204) throw new Error(`loki flush: ${res.status}`);
+    const deadline = Date.now() + 300_000;
+    for (;;) {
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      const m = /^loki_ingester_memory_chunks (\S+)$/m.exec(text);
+      if (m !== null && Number(m[1]) === 0) return;
+      if (Date.now() > deadline) throw new Error("loki flush: chunks still in memory after 300 s");
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  },
+  stored(dir) {
+    const chunks = duMiB(join(dir, "chunks"));
+    const index = duMiB(join(dir, "tsdb-shipper-active")) + duMiB(join(dir, "tsdb-shipper-cache"));
+    return { store: chunks + index, chunks, index, wal: duMiB(join(dir, "wal")), all: duMiB(dir) };
+  },
+};
+
+// ---- phases -------------------------------------------------------------------------------
+
+/** Load and the rest of the machine's CPU over a phase. */
+interface Machine {
+  readonly load1: number;
+  /** CPU-seconds of every other process (the bench included) per second of the phase. */
+  readonly otherCores: number;
+}
+
+function watch(pid: number): {
+  end(): Machine & { cpu: number; seconds: number; peakRss: number };
+} {
+  const t0 = performance.now();
+  const cpu0 = cpuSeconds(pid);
+  const busy0 = machineBusySeconds();
+  let peakRss = rssMiB(pid);
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, rssMiB(pid));
+  }, 100);
+  return {
+    end() {
+      clearInterval(sampler);
+      const seconds = (performance.now() - t0) / 1000;
+      const cpu = cpuSeconds(pid) - cpu0;
+      const other = machineBusySeconds() - busy0 - cpu;
+      return {
+        cpu,
+        seconds,
+        peakRss,
+        load1: loadavg()[0]!,
+        otherCores: Math.max(0, other) / seconds,
+      };
+    },
+  };
+}
+
+async function push(server: Server, data: Dataset): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      for (let b = next++; b < data.bodies.length; b = next++) {
+        for (let attempt = 0; ; attempt++) {
+          const res = await fetch(`${server.url}/loki/api/v1/push`, {
+            method: "POST",
+            headers: { "content-type": "application/x-protobuf" },
+            body: data.bodies[b]!,
+          });
+          if (res.status === 204) break;
+          const text = await res.text();
+          // Back-pressure (429, 503) is retried, as clients do; anything else is a failure.
+          if ((res.status !== 429 && res.status !== 503) || attempt >= 20) {
+            throw new Error(`push ${b}: ${res.status} ${text}`);
+          }
+          await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
+        }
+      }
+    }),
+  );
+}
+
+type Shape = `${"narrow" | "wide"} ${"present" | "absent"}`;
+
+/** One pass of needle queries: latency per shape, every answer checked. */
+async function queries(server: Server, data: Dataset): Promise<Record<Shape, number[]>> {
+  const out: Record<Shape, number[]> = {
+    "narrow present": [],
+    "narrow absent": [],
+    "wide present": [],
+    "wide absent": [],
+  };
+  const cases: { shape: Shape; selector: string; trace: string; want: number }[] = [];
+  for (const [i, n] of data.present.entries()) {
+    cases.push({
+      shape: "narrow present",
+      selector: `{service="svc-${n.stream.service}"}`,
+      trace: n.trace,
+      want: LINES_PER_TRACE,
+    });
+    cases.push({
+      shape: "wide present",
+      selector: `{env="prod"}`,
+      trace: n.trace,
+      want: LINES_PER_TRACE,
+    });
+    const absent = data.absent[i % data.absent.length]!;
+    cases.push({
+      shape: "narrow absent",
+      selector: `{service="svc-${n.stream.service}"}`,
+      trace: absent,
+      want: 0,
+    });
+    cases.push({ shape: "wide absent", selector: `{env="prod"}`, trace: absent, want: 0 });
+  }
+  for (const c of cases) {
+    const params = new URLSearchParams({
+      query: `${c.selector} | trace_id="${c.trace}"`,
+      start: String(data.startNs),
+      end: String(data.endNs + 60_000_000_000n),
+      limit: "1000",
+      direction: "backward",
+    });
+    const t0 = performance.now();
+    const res = await fetch(`${server.url}/loki/api/v1/query_range?${params.toString()}`);
+    const text = await res.text();
+    const ms = performance.now() - t0;
+    if (res.status !== 200) throw new Error(`${c.shape} ${c.trace}: ${res.status} ${text}`);
+    const answer = JSON.parse(text) as { data: { result: { values: unknown[] }[] } };
+    const lines = answer.data.result.reduce((n, s) => n + s.values.length, 0);
+    if (lines !== c.want) throw new Error(`${c.shape} ${c.trace}: ${lines} lines, want ${c.want}`);
+    out[c.shape].push(ms);
+  }
+  return out;
+}
+
+interface Result {
+  readonly system: string;
+  readonly push: Machine & {
+    seconds: number;
+    cpu: number;
+    peakRss: number;
+    mbPerSecond: number;
+    mbPerCpuSecond: number;
+    cores: number;
+  };
+  readonly flushSeconds: number;
+  readonly storedMiB: Record<string, number>;
+  readonly cold: Record<Shape, number[]>;
+  readonly warm: Record<Shape, number[]>;
+  readonly queryMachine: Machine;
+}
+
+async function run(system: System, data: Dataset): Promise<Result> {
+  const dir = mkdtempSync(join(tmpdir(), `peers-${system.name}-`));
+  try {
+    let server = await system.start(dir);
+    const w = watch(server.pid);
+    await push(server, data);
+    const p = w.end();
+    const f0 = performance.now();
+    await system.flush(server);
+    const flushSeconds = (performance.now() - f0) / 1000;
+    await server.stop();
+    const storedMiB = system.stored(dir);
+    // Cold: the first queries of a fresh process over what is stored.
+    server = await system.start(dir);
+    const q = watch(server.pid);
+    const cold = await queries(server, data);
+    const warm = await queries(server, data);
+    const qm = q.end();
+    await server.stop();
+    const mb = data.rawBytes / 1e6;
+    return {
+      system: system.name,
+      push: {
+        ...p,
+        mbPerSecond: mb / p.seconds,
+        mbPerCpuSecond: mb / p.cpu,
+        cores: p.cpu / p.seconds,
+      },
+      flushSeconds,
+      storedMiB,
+      cold,
+      warm,
+      queryMachine: { load1: qm.load1, otherCores: qm.otherCores },
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---- report -------------------------------------------------------------------------------
+
+function pct(samples: number[], p: number): number {
+  const s = [...samples].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? Number.NaN;
+}
+
+function report(results: Result[], data: Dataset): void {
+  const rows: [string, (r: Result) => number, number][] = [
+    ["push, MB/s of raw lines", (r) => r.push.mbPerSecond, 1],
+    ["raw MB per server CPU-second", (r) => r.push.mbPerCpuSecond, 1],
+    ["cores used while pushing", (r) => r.push.cores, 2],
+    ["peak RSS while pushing, MiB", (r) => r.push.peakRss, 0],
+    ["flush, s", (r) => r.flushSeconds, 1],
+    ["stored: chunks, index and blooms, MiB", (r) => r.storedMiB.store!, 0],
+    ["data dir after flush and stop, MiB", (r) => r.storedMiB.all!, 0],
+  ];
+  for (const temp of ["cold", "warm"] as const) {
+    for (const shape of [
+      "narrow present",
+      "narrow absent",
+      "wide present",
+      "wide absent",
+    ] as const) {
+      rows.push([`${shape} ${temp} p50, ms`, (r) => pct(r[temp][shape], 0.5), 1]);
+      rows.push([`${shape} ${temp} p99, ms`, (r) => pct(r[temp][shape], 0.99), 1]);
+    }
+  }
+  const names = results.map((r) => r.system);
+  const ratio = results.length === 2;
+  console.log(
+    `\n${(data.rawBytes / 1e6).toFixed(0)} MB of raw lines, ${data.lines} lines, ${data.bodies.length} bodies, ${STREAMS} streams`,
+  );
+  console.log(`| | ${names.join(" | ")} |${ratio ? " sieve / loki |" : ""}`);
+  console.log(`| --- | ${names.map(() => "---:").join(" | ")} |${ratio ? " ---: |" : ""}`);
+  for (const [label, f, digits] of rows) {
+    const v = results.map(f);
+    console.log(
+      `| ${label} | ${v.map((x) => x.toFixed(digits)).join(" | ")} |${ratio ? ` ${(v[0]! / v[1]!).toFixed(2)} |` : ""}`,
+    );
+  }
+  for (const r of results) {
+    console.log(
+      `${r.system}: stored ${JSON.stringify(r.storedMiB)} MiB; while pushing load ${r.push.load1.toFixed(2)}, other processes ${r.push.otherCores.toFixed(2)} cores; while querying load ${r.queryMachine.load1.toFixed(2)}, others ${r.queryMachine.otherCores.toFixed(2)} cores`,
+    );
+  }
+}
+
+const t0 = performance.now();
+console.log(`generating ${TOTAL_MB} MB of bodies...`);
+const data = generate();
+console.log(`generated in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+const systems = [sieve, loki].filter((s) => values.only === undefined || s.name === values.only);
+const results: Result[] = [];
+for (const system of systems) {
+  console.log(`${system.name}: push, flush, stop, restart, queries...`);
+  results.push(await run(system, data));
+}
+report(results, data);
+const out = join(ROOT, "bench", "results");
+mkdirSync(out, { recursive: true });
+const file = join(out, `peers-${new Date().toISOString().replace(/[:.]/g, "-")}.json`);
+writeFileSync(
+  file,
+  JSON.stringify(
+    { mb: TOTAL_MB, lines: data.lines, streams: STREAMS, queries: QUERIES, results },
+    (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v),
+    2,
+  ),
+);
+console.log(`wrote ${file}`);
