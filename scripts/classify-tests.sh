@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 
 # What makes a file an integration test, as it appears in the file itself; a helper that
 # starts a server or a process is named here (spawnSieve, startDistributor). A hint only:
-# apps/sieve's fuzz.int.test.ts reaches `sieve` through runFuzz, which it does not catch.
-MARKERS='\.listen\(|node:child_process|node:worker_threads|piscina|QueryPool|\bKAFKA_BROKERS\b|kafkaBrokers|\bS3_ENDPOINT\b|s3Endpoint|startPrivateMinio|startDistributor|spawnSieve|startSieve|dist/main\.js'
+# apps/sieve's fuzz.int.test.ts reaches `sieve` through runFuzz, which it does not catch. A
+# thread is `new Worker(`: a MessageChannel between two ends in one thread is a unit test.
+MARKERS='\.listen\(|node:child_process|new Worker\(|piscina|QueryPool|\bKAFKA_BROKERS\b|kafkaBrokers|\bS3_ENDPOINT\b|s3Endpoint|startPrivateMinio|startDistributor|spawnSieve|startSieve|dist/main\.js'
 
 list() {
   # `--filesOnly` globs without loading a test file or running the global setup.
