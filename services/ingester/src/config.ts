@@ -85,10 +85,11 @@ export interface IngesterConfig {
 /** Defaults that work with no file: Loki's chunk sizes and ages. */
 export const DEFAULT_CONFIG: IngesterConfig = {
   instanceId: "ingester",
-  // Beside the main thread and the distributor's decoding pool: on two cores, ingesting on
-  // the main thread measured 14.5-15 MB per CPU-second against 11.7-12.9 with one or two
-  // workers (the batches' crossing and a heap each), 17 MB/s against 14.5-15.8 (bench:path).
-  workers: Math.max(0, availableParallelism() - 2),
+  // Beside the main thread (HTTP, the log) and the distributor's decoding pool. On two
+  // cores, bench:peers (500 streams, trace and span ids) pushed 27-29 MB/s at 15.6-16.4 MB
+  // per CPU-second with one worker, 22 with two, 10 with none (the main thread saturated);
+  // bench:path (50 streams) lost 10% with one worker against none.
+  workers: Math.max(1, availableParallelism() - 1),
   memoryBudgetBytes: 512 * 1024 * 1024,
   chunkTargetBytes: 1_572_864,
   chunkMaxUncompressedBytes: 8 * 1024 * 1024,
@@ -151,7 +152,7 @@ const SCHEMA = defineSchema({
   section: "ingester",
   defaults: DEFAULT_CONFIG,
   group: "blooms",
-  shownDefaults: { workers: "cores − 2 (0 on two cores)" },
+  shownDefaults: { workers: "cores − 1 (at least 1)" },
   tenantError: tenantIdError,
   docs: {
     instanceId:
