@@ -35,7 +35,8 @@ export const MIN_ENTRY_BYTES = 3;
 export function decodeBlockPayload(
   raw: Uint8Array,
   meta: BlockMeta,
-  symbols: readonly string[],
+  symbol: (id: number) => string,
+  symbolCount: number,
   where: string,
 ): Entry[] {
   const r = new ByteReader(raw, where);
@@ -43,7 +44,7 @@ export function decodeBlockPayload(
     r.fail(`${meta.entries} entries cannot fit ${raw.byteLength} bytes`);
   }
   const out: Entry[] = new Array<Entry>(meta.entries);
-  const maxSymbol = symbols.length - 1;
+  const maxSymbol = symbolCount - 1;
   const maxTs = meta.maxTs;
   // The first timestamp is absolute (zig-zag), so a block reads without its footer record,
   // and the two must agree; the others are deltas from the previous one.
@@ -64,8 +65,8 @@ export function decodeBlockPayload(
       if (maxSymbol < 0) r.fail("metadata in a chunk without symbols");
       const list: MetadataPair[] = new Array<MetadataPair>(pairs);
       for (let j = 0; j < pairs; j++) {
-        const name = symbols[r.uvarint(maxSymbol)]!;
-        const value = symbols[r.uvarint(maxSymbol)]!;
+        const name = symbol(r.uvarint(maxSymbol));
+        const value = symbol(r.uvarint(maxSymbol));
         list[j] = { name, value };
       }
       md = list;

@@ -6,6 +6,7 @@ import { crc32c } from "@sieve/kit";
 import { sameEntry } from "./entry.js";
 import type { Entry } from "./entry.js";
 import { ChunkError } from "./errors.js";
+import { sortedDistinct, writeBlockSymbols } from "./symbols.js";
 import {
   CODEC_SNAPPY,
   CRC_BYTES,
@@ -65,6 +66,8 @@ interface SealedBlock {
   readonly meta: Omit<BlockMeta, "offset" | "length">;
   /** The block's timestamps in order, to find duplicate candidates without decoding. */
   readonly timestamps: BigInt64Array;
+  /** The symbol ids its entries refer to, sorted, distinct. */
+  readonly symbolIds: Uint32Array;
 }
 
 const byTimestamp = (a: Entry, b: Entry): number =>
@@ -105,6 +108,8 @@ export class ChunkBuilder {
   private minTs: bigint | undefined;
   private maxTs: bigint | undefined;
   private readonly writer = new ByteWriter();
+  /** The open block's symbol references, reused across cuts. */
+  private refs = new Uint32Array(1024);
   private decoded: { block: number; entries: Entry[] } | undefined;
 
   constructor(options: ChunkBuilderOptions = {}) {
@@ -202,6 +207,7 @@ export class ChunkBuilder {
     const minTs = entries[0]!.timestamp;
     let prev = minTs;
     const timestamps = new BigInt64Array(entries.length);
+    let refs = 0;
     w.varint64(minTs);
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
@@ -212,9 +218,18 @@ export class ChunkBuilder {
       w.string(e.line);
       const md = e.structuredMetadata;
       w.uvarint(md.length);
+      if (refs + 2 * md.length > this.refs.length) {
+        const grown = new Uint32Array(Math.max(2 * this.refs.length, refs + 2 * md.length));
+        grown.set(this.refs.subarray(0, refs));
+        this.refs = grown;
+      }
       for (const pair of md) {
-        w.uvarint(this.intern(pair.name));
-        w.uvarint(this.intern(pair.value));
+        const name = this.intern(pair.name);
+        const value = this.intern(pair.value);
+        w.uvarint(name);
+        w.uvarint(value);
+        this.refs[refs++] = name;
+        this.refs[refs++] = value;
       }
     }
     const rawLength = w.pos;
@@ -224,6 +239,7 @@ export class ChunkBuilder {
       crc: crc32c(data),
       meta: { rawLength, minTs, maxTs: prev, entries: entries.length },
       timestamps,
+      symbolIds: sortedDistinct(this.refs.slice(0, refs)),
     });
     if (this.sealedMaxTs === undefined || prev > this.sealedMaxTs) this.sealedMaxTs = prev;
     this.sealedRawBytes += rawLength;
@@ -251,6 +267,13 @@ export class ChunkBuilder {
     for (const s of this.symbols) w.string(s);
     const symbolsRaw = w.pos;
     const symbols = snappyCompress(w.buf.subarray(0, symbolsRaw));
+    w.reset();
+    writeBlockSymbols(
+      w,
+      this.blocks.map((b) => b.symbolIds),
+    );
+    const blockSymbolsRaw = w.pos;
+    const blockSymbols = snappyCompress(w.buf.subarray(0, blockSymbolsRaw));
 
     let offset = HEADER_BYTES;
     const footer = new ByteWriter(64 + this.blocks.length * 40);
@@ -269,9 +292,17 @@ export class ChunkBuilder {
       footer.uvarint(b.meta.entries);
       offset += b.data.byteLength + CRC_BYTES;
     }
+    footer.uvarint(blockSymbols.byteLength);
+    footer.uvarint(blockSymbolsRaw);
     if (footer.pos > MAX_FOOTER_BYTES) throw new ChunkError("too_large", "footer: too many blocks");
 
-    const total = blocksEnd + symbols.byteLength + CRC_BYTES + footer.pos + TRAILER_BYTES;
+    const total =
+      blocksEnd +
+      symbols.byteLength +
+      blockSymbols.byteLength +
+      2 * CRC_BYTES +
+      footer.pos +
+      TRAILER_BYTES;
     const out = Buffer.allocUnsafe(total);
     out.set(MAGIC, 0);
     out[4] = VERSION;
@@ -288,6 +319,10 @@ export class ChunkBuilder {
     out.set(symbols, pos);
     pos += symbols.byteLength;
     out.writeUInt32LE(crc32c(symbols), pos);
+    pos += CRC_BYTES;
+    out.set(blockSymbols, pos);
+    pos += blockSymbols.byteLength;
+    out.writeUInt32LE(crc32c(blockSymbols), pos);
     pos += CRC_BYTES;
     const footerBytes = footer.buf.subarray(0, footer.pos);
     out.set(footerBytes, pos);
@@ -377,10 +412,12 @@ export class ChunkBuilder {
     const block = this.blocks[b]!;
     const meta: BlockMeta = { ...block.meta, offset: 0, length: block.data.byteLength };
     const raw = snappyUncompress(block.data, meta.rawLength, `block ${b}`);
-    const entries = decodeBlockPayload(raw, meta, this.symbols, `block ${b}`);
+    const entries = decodeBlockPayload(raw, meta, this.symbolAt, this.symbols.length, `block ${b}`);
     this.decoded = { block: b, entries };
     return entries;
   }
+
+  private readonly symbolAt = (i: number): string => this.symbols[i]!;
 
   private intern(s: string): number {
     let id = this.symbolIds.get(s);

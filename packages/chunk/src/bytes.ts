@@ -101,6 +101,21 @@ export class ByteWriter {
 
 const fatalUtf8 = new TextDecoder("utf-8", { fatal: true });
 
+/** `buf[start, end)` as a string, or undefined when those bytes are not valid UTF-8. */
+export function utf8(buf: Buffer, start: number, end: number): string | undefined {
+  const s = buf.toString("utf8", start, end);
+  // toString is the fast native path but replaces invalid sequences with U+FFFD; only a
+  // string holding U+FFFD needs the strict (slower) check to tell the two apart.
+  if (s.includes("\uFFFD")) {
+    try {
+      fatalUtf8.decode(buf.subarray(start, end));
+    } catch {
+      return undefined;
+    }
+  }
+  return s;
+}
+
 /**
  * A bounds-checked reader over one section of an encoded chunk. Every read checks the
  * remaining length first and throws a ChunkError with `code` (`corrupt` by default) on
@@ -205,17 +220,7 @@ export class ByteReader {
     const n = this.uvarint(this.remaining);
     const start = this.pos;
     this.pos += n;
-    const s = this.buf.toString("utf8", start, this.pos);
-    // toString is the fast native path but replaces invalid sequences with U+FFFD; only a
-    // string holding U+FFFD needs the strict (slower) check to tell the two apart.
-    if (s.includes("\uFFFD")) {
-      try {
-        fatalUtf8.decode(this.buf.subarray(start, this.pos));
-      } catch {
-        this.fail("invalid UTF-8");
-      }
-    }
-    return s;
+    return utf8(this.buf, start, this.pos) ?? this.fail("invalid UTF-8");
   }
 
   /** Fails unless every byte of the section was read. */

@@ -151,6 +151,61 @@ describe("chunk round trip", () => {
     expect(codeOf(() => decodeChunk(bytes))).toBe("bad_checksum");
   });
 
+  test("a block may hold a string exactly when one of its entries has it as metadata", () => {
+    fc.assert(
+      fc.property(chunkArb, fc.integer({ min: 64, max: 2048 }), (entries, target) => {
+        const reader = new ChunkReader(encodeChunk(entries, { blockTargetBytes: target }).bytes);
+        const probes = [
+          "trace_id",
+          "a",
+          "",
+          "absent",
+          ...entries.flatMap((e) => e.structuredMetadata.flatMap((p) => [p.name, p.value])),
+        ];
+        for (let b = 0; b < reader.blocks.length; b++) {
+          const held = new Set(
+            reader.block(b).flatMap((e) => e.structuredMetadata.flatMap((p) => [p.name, p.value])),
+          );
+          for (const s of probes)
+            expect(reader.blockMayHold(b, s), `block ${b}, ${s}`).toBe(held.has(s));
+        }
+        // Reading only the blocks that may hold a value keeps every entry holding it.
+        const needle = probes[probes.length - 1]!;
+        const has = (e: Entry): boolean =>
+          e.structuredMetadata.some((p) => p.name === needle || p.value === needle);
+        const kept = [...reader.entries({ blocks: (b) => reader.blockMayHold(b, needle) })];
+        expect(plain(kept.filter(has))).toEqual(plain(expected(entries).filter(has)));
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  test("version 1 chunks, written before block symbols, still read", () => {
+    // encodeChunk of the three entries below with blockTargetBytes 12, by the version 1 writer.
+    const v1 = Buffer.from(
+      "5356434b010100000b28d00f056669727374010001f1fd820b0a24f02e067365636f6e6400faf7ff6f0d30a01f" +
+        "05746869726402000203044afdfe591b68050874726163655f6964026161026262077370616e5f6964026363" +
+        "296200803c1d1b0503080d0bd00f0001190c0af02e0001290f0da01f00011a000000adc05168",
+      "hex",
+    );
+    const trace = (value: string): MetadataPair => ({ name: "trace_id", value });
+    const want: Entry[] = [
+      { timestamp: 1_000n, line: "first", structuredMetadata: [trace("aa")] },
+      {
+        timestamp: 2_000n,
+        line: "third",
+        structuredMetadata: [trace("bb"), { name: "span_id", value: "cc" }],
+      },
+      { timestamp: 3_000n, line: "second", structuredMetadata: [] },
+    ];
+    expect(v1[4]).toBe(1);
+    expect(plain(decodeChunk(v1).entries)).toEqual(plain(want));
+    const reader = new ChunkReader(v1);
+    // Without block symbols every block may hold what the chunk holds, and nothing else.
+    expect(reader.blocks.map((_, b) => reader.blockMayHold(b, "cc"))).toEqual([true, true, true]);
+    expect(reader.blockMayHold(0, "dd")).toBe(false);
+  });
+
   test("a duplicate of an entry in an already cut block is dropped", () => {
     const b = new ChunkBuilder({ blockTargetBytes: 64 });
     const e = (ts: bigint, line: string, md: MetadataPair[] = []): Entry => ({
@@ -197,7 +252,7 @@ describe("chunk round trip", () => {
     expect(estimate).toBeLessThanOrEqual(enc.bytes.byteLength * 1.5);
     expect(enc.uncompressedBytes).toBe(reader.blocks.reduce((n, blk) => n + blk.rawLength, 0));
     expect(enc.bytes.byteLength).toBeLessThan(enc.uncompressedBytes / 2);
-    expect(reader.symbols.length).toBe(1 + 2000);
+    expect(reader.symbolCount).toBe(1 + 2000);
   });
 
   test("the key of an encoded chunk names its content", () => {
@@ -309,7 +364,8 @@ describe("chunk decoding rejects damage", () => {
   test("header fields get their own codes", () => {
     const cases: [number, number, ChunkErrorCode][] = [
       [0, 0x54, "bad_magic"],
-      [4, 2, "unsupported_version"],
+      [4, 3, "unsupported_version"],
+      [4, 0, "unsupported_version"],
       [5, 2, "unsupported_codec"],
       [6, 1, "corrupt"],
     ];
@@ -347,15 +403,17 @@ describe("chunk decoding rejects damage", () => {
     const start = size - TRAILER_BYTES - footerLength;
     const r = new ByteReader(small, "test", "corrupt", start, size - TRAILER_BYTES);
     const fields: bigint[] = [];
-    // Four symbol-table fields, the block count, six fields a block (minTs signed).
+    // Four symbol-table fields, the block count, six fields a block (minTs signed), and
+    // the block symbols' two.
     for (let i = 0; i < 5; i++) fields.push(r.uvarint64());
     for (let b = 0; b < Number(fields[4]); b++) {
       for (let j = 0; j < 6; j++) fields.push(j === 3 ? r.varint64() : r.uvarint64());
     }
+    fields.push(r.uvarint64(), r.uvarint64());
     edit(fields);
     const w = new ByteWriter();
     for (const [i, v] of fields.entries()) {
-      if (i >= 5 && (i - 5) % 6 === 3) w.varint64(v);
+      if (i >= 5 && i < fields.length - 2 && (i - 5) % 6 === 3) w.varint64(v);
       else w.uvarint64(v);
     }
     const footer = w.toBytes();
@@ -391,6 +449,10 @@ describe("chunk decoding rejects damage", () => {
       ["symbol count off by one", (f) => (f[3] = f[3]! + 1n)],
       ["symbol table raw length over the cap", (f) => (f[2] = 1n << 40n)],
       ["symbol table moved", (f) => (f[0] = f[0]! - 1n)],
+      ["block symbols longer", (f) => (f[f.length - 2] = f[f.length - 2]! + 1n)],
+      ["block symbols shorter", (f) => (f[f.length - 2] = f[f.length - 2]! - 1n)],
+      ["block symbols raw length off by one", (f) => (f[f.length - 1] = f[f.length - 1]! + 1n)],
+      ["block symbols raw length over the cap", (f) => (f[f.length - 1] = 1n << 40n)],
     ];
     for (const [name, edit] of edits) {
       expect(

@@ -1,12 +1,15 @@
 /**
- * Chunk format, version 1 (docs/formats.md, "Chunks", has the byte-by-byte table).
+ * Chunk format, version 2 (docs/formats.md, "Chunks", has the byte-by-byte table).
  *
- *   header   "SVCK" | u8 version=1 | u8 codec=1 (snappy) | u16 reserved=0
+ *   header   "SVCK" | u8 version=2 | u8 codec=1 (snappy) | u16 reserved=0
  *   block*   snappy(payload) | u32le CRC-32C(snappy bytes)
  *   symbols  snappy(uvarint count, count × (uvarint len, UTF-8 bytes)) | u32le CRC-32C
+ *   blockSymbols (version 2) snappy(blockCount × (uvarint n, n × uvarint: the block's
+ *            first symbol id, then each next id − previous − 1)) | u32le CRC-32C
  *   footer   uvarint symbolsOffset, symbolsLength, symbolsRawLength, symbolCount,
  *            uvarint blockCount, blockCount × (uvarint offset, length, rawLength,
- *            varint minTs (zig-zag), uvarint maxTs − minTs, uvarint entries)
+ *            varint minTs (zig-zag), uvarint maxTs − minTs, uvarint entries),
+ *            (version 2) uvarint blockSymbolsLength, blockSymbolsRawLength
  *   trailer  u32le footerLength | u32le CRC-32C(footer)
  *
  *   payload  varint first ts (zig-zag, = the block's minTs), then entries × (uvarint
@@ -20,15 +23,17 @@
 
 /** "SVCK": Sieve chunk. */
 export const MAGIC = Uint8Array.from([0x53, 0x56, 0x43, 0x4b]);
-/** The format version this code writes and reads. */
-export const VERSION = 1;
+/** The format version this code writes; it reads this one and version 1. */
+export const VERSION = 2;
+/** Version 1: no block symbols, so every block may hold any of the chunk's symbols. */
+export const VERSION_1 = 1;
 /** Codec byte: raw snappy. */
 export const CODEC_SNAPPY = 1;
 /** Header: magic, version, codec, two reserved zero bytes. */
 export const HEADER_BYTES = 8;
 /** Trailer: footer length and footer CRC. */
 export const TRAILER_BYTES = 8;
-/** CRC-32C after each block and after the symbol table. */
+/** CRC-32C after each block, the symbol table and the block symbols. */
 export const CRC_BYTES = 4;
 
 /** Default uncompressed bytes at which the builder cuts a block (Loki's block size). */

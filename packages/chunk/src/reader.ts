@@ -5,6 +5,7 @@ import { snappyUncompress } from "./codec.js";
 import { crc32c } from "@sieve/kit";
 import type { Entry } from "./entry.js";
 import { ChunkError } from "./errors.js";
+import { BlockSymbols, SymbolTable } from "./symbols.js";
 import {
   CODEC_SNAPPY,
   CRC_BYTES,
@@ -15,6 +16,7 @@ import {
   MAX_SYMBOLS_RAW_BYTES,
   TRAILER_BYTES,
   VERSION,
+  VERSION_1,
 } from "./format.js";
 
 /** What {@link ChunkReader.entries} reads. */
@@ -25,6 +27,8 @@ export interface ReadOptions {
   through?: bigint;
   /** `forward` (oldest first, the default) or `backward` (newest first). */
   direction?: "forward" | "backward";
+  /** Only the blocks this accepts (by index) are read: e.g. {@link ChunkReader.blockMayHold}. */
+  blocks?: (block: number) => boolean;
 }
 
 /** A chunk decoded whole by {@link decodeChunk}. */
@@ -36,17 +40,21 @@ export interface DecodedChunk {
 }
 
 /**
- * Reads an encoded chunk. The constructor checks the header, the footer (its checksum,
- * every declared offset, length and count against the object's size and the format's
- * limits) and the symbol table; blocks are checked (CRC-32C, snappy, payload) when read,
- * so a querier that reads only the blocks overlapping its range decompresses only those.
- * Every failure is a {@link ChunkError}.
+ * Reads an encoded chunk (versions 1 and 2). The constructor checks the header, the
+ * footer (its checksum, every declared offset, length and count against the object's size
+ * and the format's limits), the symbol table's layout and the block symbols; a symbol is
+ * decoded when first used, and blocks are checked (CRC-32C, snappy, payload) when read, so
+ * a querier that reads only the blocks overlapping its range, or only those that may hold
+ * its needle, decompresses only those. Every failure is a {@link ChunkError}.
  */
 export class ChunkReader {
   /** The blocks, in the order they were cut. */
   readonly blocks: readonly BlockMeta[];
   /** Interned metadata names and values. */
-  readonly symbols: readonly string[];
+  private readonly symbols: SymbolTable;
+  /** The symbols each block refers to; undefined for version 1, which does not record them. */
+  private readonly blockSymbols: BlockSymbols | undefined;
+  private readonly idsOf = new Map<string, number[]>();
   /** Earliest timestamp in the chunk, ns. */
   readonly from: bigint;
   /** Latest timestamp in the chunk, ns (inclusive). */
@@ -64,7 +72,9 @@ export class ChunkReader {
     for (let i = 0; i < MAGIC.length; i++) {
       if (bytes[i] !== MAGIC[i]) throw new ChunkError("bad_magic");
     }
-    if (bytes[4] !== VERSION) throw new ChunkError("unsupported_version", `version ${bytes[4]}`);
+    const version = bytes[4];
+    if (version !== VERSION && version !== VERSION_1)
+      throw new ChunkError("unsupported_version", `version ${version}`);
     if (bytes[5] !== CODEC_SNAPPY) throw new ChunkError("unsupported_codec", `codec ${bytes[5]}`);
     if (bytes[6] !== 0 || bytes[7] !== 0)
       throw new ChunkError("corrupt", "reserved header bytes are not zero");
@@ -88,9 +98,8 @@ export class ChunkReader {
     const symbolsLength = f.uvarint(footerStart);
     const symbolsRaw = f.uvarint(MAX_SYMBOLS_RAW_BYTES);
     const symbolCount = f.uvarint(symbolsRaw);
-    if (symbolsOffset + symbolsLength + CRC_BYTES !== footerStart) {
-      f.fail("symbol table does not end where the footer starts");
-    }
+    const symbolsEnd = symbolsOffset + symbolsLength + CRC_BYTES;
+    if (symbolsEnd > footerStart) f.fail("symbol table runs into the footer");
     // Each block record takes at least 6 bytes: checked before the array is allocated.
     const blockCount = f.uvarint(Math.floor(f.remaining / 6));
     if (blockCount === 0) f.fail("no blocks");
@@ -117,6 +126,16 @@ export class ChunkReader {
       if (i === 0 || maxTs > through) through = maxTs;
     }
     if (expected !== symbolsOffset) f.fail("blocks do not end where the symbol table starts");
+    let blockSymbolsLength = 0;
+    let blockSymbolsRaw = 0;
+    if (version === VERSION) {
+      blockSymbolsLength = f.uvarint(footerStart);
+      blockSymbolsRaw = f.uvarint(MAX_SYMBOLS_RAW_BYTES);
+      if (symbolsEnd + blockSymbolsLength + CRC_BYTES !== footerStart)
+        f.fail("block symbols do not end where the footer starts");
+    } else if (symbolsEnd !== footerStart) {
+      f.fail("symbol table does not end where the footer starts");
+    }
     f.expectEnd();
 
     this.blocks = blocks;
@@ -124,13 +143,38 @@ export class ChunkReader {
     this.through = through;
     this.entryCount = entryCount;
     const raw = this.section(symbolsOffset, symbolsLength, symbolsRaw, "symbol table");
-    const s = new ByteReader(raw, "symbol table");
-    const count = s.uvarint(raw.byteLength);
-    if (count !== symbolCount) s.fail(`${count} symbols, footer says ${symbolCount}`);
-    const symbols: string[] = new Array<string>(count);
-    for (let i = 0; i < count; i++) symbols[i] = s.string();
-    s.expectEnd();
-    this.symbols = symbols;
+    this.symbols = new SymbolTable(raw, symbolCount);
+    if (version === VERSION) {
+      const where = "block symbols";
+      const raw = this.section(symbolsEnd, blockSymbolsLength, blockSymbolsRaw, where);
+      this.blockSymbols = new BlockSymbols(raw, blockCount, symbolCount);
+    }
+  }
+
+  /** Number of distinct metadata names and values in the chunk. */
+  get symbolCount(): number {
+    return this.symbols.count;
+  }
+
+  /** Symbol `i`, in [0, symbolCount). */
+  symbol(i: number): string {
+    return this.symbols.get(i);
+  }
+
+  /**
+   * Whether block `b` may hold an entry with `s` as a metadata name or value: false when
+   * the chunk holds no such symbol, or (version 2) the block's entries never refer to it.
+   */
+  blockMayHold(b: number, s: string): boolean {
+    let ids = this.idsOf.get(s);
+    if (ids === undefined) {
+      ids = this.symbols.idsOf(s);
+      this.idsOf.set(s, ids);
+    }
+    const index = this.blockSymbols;
+    if (index === undefined) return ids.length > 0;
+    for (const id of ids) if (index.has(b, id)) return true;
+    return false;
   }
 
   /** Decodes block `i` (checksum, decompression, payload), entries in timestamp order. */
@@ -139,7 +183,7 @@ export class ChunkReader {
     if (meta === undefined) throw new RangeError(`no block ${i}`);
     const where = `block ${i}`;
     const raw = this.section(meta.offset, meta.length, meta.rawLength, where);
-    return decodeBlockPayload(raw, meta, this.symbols, where);
+    return decodeBlockPayload(raw, meta, this.symbolAt, this.symbols.count, where);
   }
 
   /**
@@ -152,10 +196,15 @@ export class ChunkReader {
     const lo = options.from;
     const hi = options.through;
     const backward = options.direction === "backward";
+    const wanted = options.blocks;
     const selected: number[] = [];
     for (let i = 0; i < this.blocks.length; i++) {
       const b = this.blocks[i]!;
-      if ((lo === undefined || b.maxTs >= lo) && (hi === undefined || b.minTs < hi))
+      if (
+        (lo === undefined || b.maxTs >= lo) &&
+        (hi === undefined || b.minTs < hi) &&
+        (wanted === undefined || wanted(i))
+      )
         selected.push(i);
     }
     // Clusters of blocks whose time ranges overlap, in time order.
@@ -205,6 +254,8 @@ export class ChunkReader {
       }
     }
   }
+
+  private readonly symbolAt = (i: number): string => this.symbols.get(i);
 
   /** Checks a section's CRC-32C and decompresses it to exactly `rawLength` bytes. */
   private section(offset: number, length: number, rawLength: number, where: string): Uint8Array {

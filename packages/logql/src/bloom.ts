@@ -126,20 +126,42 @@ export function evaluateBloomTest(
   has: (token: string) => boolean,
   streamLabels?: Readonly<Record<string, string>>,
 ): boolean {
+  return evaluateMetadataTest(
+    test,
+    { key: has, pair: (name, value) => has(name) && has(kvToken(name, value)) },
+    streamLabels,
+  );
+}
+
+/** What a metadata test asks of a set of entries: may one have this name, this pair? */
+export interface MetadataOracle {
+  key(name: string): boolean;
+  pair(name: string, value: string): boolean;
+}
+
+/**
+ * Evaluates a test against anything that can answer for a name and a name-value pair
+ * (a bloom through {@link evaluateBloomTest}, a chunk block through its symbols), with
+ * the same rule for stream labels.
+ */
+export function evaluateMetadataTest(
+  test: BloomTest,
+  may: MetadataOracle,
+  streamLabels?: Readonly<Record<string, string>>,
+): boolean {
   switch (test.kind) {
     case "all":
       return true;
     case "key":
-      return (streamLabels !== undefined && test.name in streamLabels) || has(test.name);
+      return (streamLabels !== undefined && test.name in streamLabels) || may.key(test.name);
     case "kv":
       return (
-        (streamLabels !== undefined && test.name in streamLabels) ||
-        (has(test.name) && has(kvToken(test.name, test.value)))
+        (streamLabels !== undefined && test.name in streamLabels) || may.pair(test.name, test.value)
       );
     case "and":
-      return test.children.every((c) => evaluateBloomTest(c, has, streamLabels));
+      return test.children.every((c) => evaluateMetadataTest(c, may, streamLabels));
     case "or":
-      return test.children.some((c) => evaluateBloomTest(c, has, streamLabels));
+      return test.children.some((c) => evaluateMetadataTest(c, may, streamLabels));
   }
 }
 

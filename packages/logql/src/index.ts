@@ -30,6 +30,7 @@ export function parseExpr(query: string, options?: ParseOptions): Expr {
 export {
   extractBloomTests,
   evaluateBloomTest,
+  evaluateMetadataTest,
   bloomTestTokens,
   logSelectors,
   extractLineFilterTests,
@@ -37,6 +38,7 @@ export {
   ngrams,
   type BloomTest,
   type LineTest,
+  type MetadataOracle,
 } from "./bloom.js";
 export {
   compilePipeline,

@@ -120,6 +120,29 @@ describe("bloom pruning through the real gateway", () => {
     }
   });
 
+  test("inside the chunks it reads, only the blocks that hold the needle are decompressed", async () => {
+    const scan = await serve(KEEP_ALL_FILTER); // no bloom: every chunk is fetched
+    const want = needleStreams()
+      .flatMap((s) => s.entries)
+      .filter((e) => e.structuredMetadata[0]!.value === "tr-3-17")
+      .map((e) => `${e.timestamp} ${e.line}`)
+      .sort();
+    const needle = await query(scan, '{service="api"} | trace_id="tr-3-17"');
+    expect(needle.lines).toEqual(want);
+    expect(needle.stats.chunksFetched).toBe(240);
+    expect((await query(scan, '{service="api"} |= "request"')).stats.blocksSkipped).toBe(0);
+    // Every block of the 239 chunks without the id is skipped, and the one with it reads
+    // a block or two of its own (blocks of 512 bytes): not the 240 chunks' 140 KB.
+    expect(needle.stats.blocksSkipped as number).toBeGreaterThanOrEqual(239);
+    expect(needle.stats.bytesDecompressed as number).toBeLessThan(1200);
+    // A name every entry has, and a stream label's name (not in any block): nothing skipped.
+    for (const q of ['{service="api"} | trace_id=~".+"', '{service="api"} | pod="pod-3"']) {
+      const got = await query(scan, q);
+      expect(got.stats.blocksSkipped, q).toBe(0);
+      expect(got.lines.length, q).toBe(q.includes("pod-3") ? 600 : 1000);
+    }
+  });
+
   test("through two gateway processes' HTTP API (BloomGatewayClient, jump hash): the same answer", async () => {
     const urls: string[] = [];
     for (let i = 0; i < 2; i++) {

@@ -1,6 +1,12 @@
-/** Chunk fetching: a bounded pool of fetches ahead of the reader, through the chunk cache. */
+/**
+ * Chunk fetching (a bounded pool of fetches ahead of the reader, through the chunk cache)
+ * and reading (only the blocks that can hold what the query needs).
+ */
+import { ChunkReader, type Entry } from "@sieve/chunk";
+import { evaluateMetadataTest, type BloomTest } from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
 import { storeError, type PlannedChunk } from "./plan.js";
+import type { QueryStats } from "./stats.js";
 
 /**
  * Fetches chunks in the given order, `maxConcurrentFetches` ahead of the reader, through
@@ -50,4 +56,40 @@ export async function* fetchInOrder(
     start();
     yield got;
   }
+}
+
+/**
+ * The entries of a fetched chunk in [from, through), in the direction, from the blocks
+ * that may pass `test`: a block whose symbols lack a name or value the test needs (for a
+ * name that is not one of the stream's labels) is not decompressed. The bloom prunes
+ * chunks; this prunes inside the ones it keeps, exactly, so a needle query decodes the
+ * block that holds it and none of a false positive's.
+ */
+export function readChunk(
+  bytes: Uint8Array,
+  labels: Readonly<Record<string, string>>,
+  test: BloomTest,
+  range: { from: bigint; through: bigint; direction?: "forward" | "backward" },
+  stats: QueryStats,
+): Generator<Entry, void, undefined> {
+  const reader = new ChunkReader(bytes);
+  const read = new Uint8Array(reader.blocks.length);
+  reader.blocks.forEach((b, i) => {
+    if (b.maxTs < range.from || b.minTs >= range.through) return;
+    const may =
+      test.kind === "all" ||
+      evaluateMetadataTest(
+        test,
+        {
+          key: (name) => reader.blockMayHold(i, name),
+          pair: (name, value) => reader.blockMayHold(i, name) && reader.blockMayHold(i, value),
+        },
+        labels,
+      );
+    if (may) {
+      read[i] = 1;
+      stats.bytesDecompressed += b.rawLength;
+    } else stats.blocksSkipped++;
+  });
+  return reader.entries({ ...range, blocks: (i) => read[i] === 1 });
 }

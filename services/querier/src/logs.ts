@@ -4,7 +4,6 @@
  * through the same pipeline: each line goes through it once) into the best `limit` entries
  * ({@link TopEntries}), exact duplicates dropped, stopping once `limit` lines are certain.
  */
-import { ChunkReader } from "@sieve/chunk";
 import {
   compilePipeline,
   extractBloomTests,
@@ -18,7 +17,7 @@ import {
   type QuerierParts,
   type QueryContext,
 } from "./context.js";
-import { fetchInOrder } from "./fetch.js";
+import { fetchInOrder, readChunk } from "./fetch.js";
 import { EMPTY, labelsKey, metadataRecord } from "./labels.js";
 import type { Direction } from "./params.js";
 import { plan, type PlannedChunk } from "./plan.js";
@@ -177,10 +176,11 @@ export async function runLogs(
   const top = new TopEntries(q.limit, backward);
   const pipeline = compilePipeline(expr.pipeline);
   const testLine = pipeline.lineOnly ? pipeline.testLine : undefined;
+  const tests = extractBloomTests(expr);
   if (q.end <= q.start) return [];
   const through = q.end - 1n;
   const [planned, fromIngesters] = await Promise.all([
-    plan(parts, q.tenant, [expr.matchers], q.start, through, extractBloomTests(expr), ctx),
+    plan(parts, q.tenant, [expr.matchers], q.start, through, tests, ctx),
     stats.time("ingester", () =>
       ctx.race(
         parts.ingesters.query(
@@ -250,11 +250,8 @@ export async function runLogs(
   )) {
     top.settle();
     if (cannotBeat(p)) break;
-    const reader = new ChunkReader(bytes);
-    for (const b of reader.blocks) {
-      if (b.maxTs >= q.start && b.minTs < q.end) stats.bytesDecompressed += b.rawLength;
-    }
-    for (const e of reader.entries({ from: q.start, through: q.end, direction: q.direction })) {
+    const range = { from: q.start, through: q.end, direction: q.direction };
+    for (const e of readChunk(bytes, p.labels, tests, range, stats)) {
       if (++n % DEADLINE_CHECK_EVERY === 0) ctx.check();
       stats.linesScanned++;
       if (top.worse(e.timestamp)) break;

@@ -3,7 +3,6 @@
  * lookback, every stream's entries collected forward and deduplicated, then LogQL's
  * evaluation.
  */
-import { ChunkReader } from "@sieve/chunk";
 import {
   LogqlError,
   compilePipeline,
@@ -28,7 +27,7 @@ import {
   type QueryContext,
 } from "./context.js";
 import { QueryError } from "./errors.js";
-import { fetchInOrder } from "./fetch.js";
+import { fetchInOrder, readChunk } from "./fetch.js";
 import { labelsKey, metadataRecord } from "./labels.js";
 import { plan } from "./plan.js";
 
@@ -177,12 +176,8 @@ async function collectStreams(
   const t0 = performance.now();
   const fetchBefore = stats.stages.fetch;
   for await (const { planned: p, bytes } of fetchInOrder(parts, planned, ctx)) {
-    const reader = new ChunkReader(bytes);
-    for (const b of reader.blocks) {
-      if (b.maxTs >= from && b.minTs < end) stats.bytesDecompressed += b.rawLength;
-    }
     const { rows, keep } = streamOf(p.labels);
-    for (const e of reader.entries({ from, through: end })) {
+    for (const e of readChunk(bytes, p.labels, test, { from, through: end }, stats)) {
       stats.linesScanned++;
       if (keep !== undefined && !keep(e.line)) {
         if (stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();

@@ -27,6 +27,8 @@ export class QueryStats {
   chunkCacheHits = 0;
   bytesFetched = 0;
   bytesDecompressed = 0;
+  /** Blocks of fetched chunks, in range, that their symbols showed cannot match. */
+  blocksSkipped = 0;
   linesScanned = 0;
   /** Lines that passed the pipeline (before the limit). */
   linesMatched = 0;
@@ -126,6 +128,7 @@ export class QueryStats {
         chunkCacheHits: this.chunkCacheHits,
         bytesFetched: this.bytesFetched,
         bytesDecompressed: this.bytesDecompressed,
+        blocksSkipped: this.blocksSkipped,
         linesScanned: this.linesScanned,
         linesMatched: this.linesMatched,
         duplicatesDropped: this.duplicatesDropped,
