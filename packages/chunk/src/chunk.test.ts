@@ -175,6 +175,15 @@ describe("chunk round trip", () => {
           e.structuredMetadata.some((p) => p.name === needle || p.value === needle);
         const kept = [...reader.entries({ blocks: (b) => reader.blockMayHold(b, needle) })];
         expect(plain(kept.filter(has))).toEqual(plain(expected(entries).filter(has)));
+        // And decoding only the entries whose symbol ids include it gives exactly those.
+        const ids = reader.symbolIds(needle);
+        const keep = (refs: Uint32Array, pairs: number): boolean =>
+          refs.subarray(0, 2 * pairs).some((id) => ids.includes(id));
+        for (const direction of ["forward", "backward"] as const) {
+          const only = [...reader.entries({ keep, direction })];
+          const want = plain(expected(entries).filter(has));
+          expect(plain(only)).toEqual(direction === "forward" ? want : want.reverse());
+        }
       }),
       { numRuns: 150 },
     );

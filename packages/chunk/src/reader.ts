@@ -1,6 +1,6 @@
 import { ByteReader, isInt64 } from "./bytes.js";
 import { MIN_ENTRY_BYTES, decodeBlockPayload } from "./block.js";
-import type { BlockMeta } from "./block.js";
+import type { BlockMeta, EntryTest } from "./block.js";
 import { snappyUncompress } from "./codec.js";
 import { crc32c } from "@sieve/kit";
 import type { Entry } from "./entry.js";
@@ -29,6 +29,8 @@ export interface ReadOptions {
   direction?: "forward" | "backward";
   /** Only the blocks this accepts (by index) are read: e.g. {@link ChunkReader.blockMayHold}. */
   blocks?: (block: number) => boolean;
+  /** Only the entries this accepts (by their metadata's symbol ids) are decoded. */
+  keep?: EntryTest;
 }
 
 /** A chunk decoded whole by {@link decodeChunk}. */
@@ -156,6 +158,19 @@ export class ChunkReader {
     return this.symbols.count;
   }
 
+  /**
+   * The ids `s` has in the symbol table (none when the chunk does not hold it), found by
+   * its bytes: what an {@link EntryTest} compares an entry's metadata with.
+   */
+  symbolIds(s: string): readonly number[] {
+    let ids = this.idsOf.get(s);
+    if (ids === undefined) {
+      ids = this.symbols.idsOf(s);
+      this.idsOf.set(s, ids);
+    }
+    return ids;
+  }
+
   /** Symbol `i`, in [0, symbolCount). */
   symbol(i: number): string {
     return this.symbols.get(i);
@@ -166,24 +181,23 @@ export class ChunkReader {
    * the chunk holds no such symbol, or (version 2) the block's entries never refer to it.
    */
   blockMayHold(b: number, s: string): boolean {
-    let ids = this.idsOf.get(s);
-    if (ids === undefined) {
-      ids = this.symbols.idsOf(s);
-      this.idsOf.set(s, ids);
-    }
+    const ids = this.symbolIds(s);
     const index = this.blockSymbols;
     if (index === undefined) return ids.length > 0;
     for (const id of ids) if (index.has(b, id)) return true;
     return false;
   }
 
-  /** Decodes block `i` (checksum, decompression, payload), entries in timestamp order. */
-  block(i: number): Entry[] {
+  /**
+   * Decodes block `i` (checksum, decompression, payload), entries in timestamp order; only
+   * those `keep` accepts when given.
+   */
+  block(i: number, keep?: EntryTest): Entry[] {
     const meta = this.blocks[i];
     if (meta === undefined) throw new RangeError(`no block ${i}`);
     const where = `block ${i}`;
     const raw = this.section(meta.offset, meta.length, meta.rawLength, where);
-    return decodeBlockPayload(raw, meta, this.symbolAt, this.symbols.count, where);
+    return decodeBlockPayload(raw, meta, this.symbolAt, this.symbols.count, where, keep);
   }
 
   /**
@@ -197,6 +211,7 @@ export class ChunkReader {
     const hi = options.through;
     const backward = options.direction === "backward";
     const wanted = options.blocks;
+    const keep = options.keep;
     const selected: number[] = [];
     for (let i = 0; i < this.blocks.length; i++) {
       const b = this.blocks[i]!;
@@ -230,12 +245,12 @@ export class ChunkReader {
     for (const cluster of clusters) {
       let entries: Entry[];
       if (cluster.length === 1) {
-        entries = this.block(cluster[0]!);
+        entries = this.block(cluster[0]!, keep);
       } else {
         // Concatenated in cut order, then a stable sort: equal timestamps stay in append
         // order, because earlier blocks hold earlier appends.
         cluster.sort((a, b) => a - b);
-        entries = cluster.flatMap((i) => this.block(i));
+        entries = cluster.flatMap((i) => this.block(i, keep));
         entries.sort((a, b) =>
           a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0,
         );

@@ -1,4 +1,4 @@
-import type { ByteWriter} from "./bytes.js";
+import type { ByteWriter } from "./bytes.js";
 import { ByteReader, utf8 } from "./bytes.js";
 
 /**

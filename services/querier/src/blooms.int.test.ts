@@ -135,6 +135,8 @@ describe("bloom pruning through the real gateway", () => {
     // a block or two of its own (blocks of 512 bytes): not the 240 chunks' 140 KB.
     expect(needle.stats.blocksSkipped as number).toBeGreaterThanOrEqual(239);
     expect(needle.stats.bytesDecompressed as number).toBeLessThan(1200);
+    // Inside those, only the needle's lines are decoded.
+    expect(needle.stats.linesScanned).toBe(5);
     // A name every entry has, and a stream label's name (not in any block): nothing skipped.
     for (const q of ['{service="api"} | trace_id=~".+"', '{service="api"} | pod="pod-3"']) {
       const got = await query(scan, q);

@@ -2,8 +2,8 @@
  * Chunk fetching (a bounded pool of fetches ahead of the reader, through the chunk cache)
  * and reading (only the blocks that can hold what the query needs).
  */
-import { ChunkReader, type Entry } from "@sieve/chunk";
-import { evaluateMetadataTest, type BloomTest } from "@sieve/logql";
+import { ChunkReader, type Entry, type EntryTest } from "@sieve/chunk";
+import { evaluateMetadataTest, type BloomTest, type MetadataOracle } from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
 import { storeError, type PlannedChunk } from "./plan.js";
 import type { QueryStats } from "./stats.js";
@@ -59,11 +59,12 @@ export async function* fetchInOrder(
 }
 
 /**
- * The entries of a fetched chunk in [from, through), in the direction, from the blocks
- * that may pass `test`: a block whose symbols lack a name or value the test needs (for a
- * name that is not one of the stream's labels) is not decompressed. The bloom prunes
+ * The entries of a fetched chunk in [from, through), in the direction, that may pass
+ * `test`. A block whose symbols lack a name or value the test needs (for a name that is not
+ * one of the stream's labels) is not decompressed, and inside the blocks read an entry
+ * whose metadata cannot pass is skipped before its line is decoded. The bloom prunes
  * chunks; this prunes inside the ones it keeps, exactly, so a needle query decodes the
- * block that holds it and none of a false positive's.
+ * lines that hold it and nothing of a false positive.
  */
 export function readChunk(
   bytes: Uint8Array,
@@ -73,23 +74,57 @@ export function readChunk(
   stats: QueryStats,
 ): Generator<Entry, void, undefined> {
   const reader = new ChunkReader(bytes);
+  const tested = test.kind !== "all";
   const read = new Uint8Array(reader.blocks.length);
   reader.blocks.forEach((b, i) => {
     if (b.maxTs < range.from || b.minTs >= range.through) return;
-    const may =
-      test.kind === "all" ||
-      evaluateMetadataTest(
-        test,
-        {
-          key: (name) => reader.blockMayHold(i, name),
-          pair: (name, value) => reader.blockMayHold(i, name) && reader.blockMayHold(i, value),
-        },
-        labels,
-      );
+    const may = !tested || evaluateMetadataTest(test, blockOracle(reader, i), labels);
     if (may) {
       read[i] = 1;
       stats.bytesDecompressed += b.rawLength;
     } else stats.blocksSkipped++;
   });
-  return reader.entries({ ...range, blocks: (i) => read[i] === 1 });
+  return reader.entries({
+    ...range,
+    blocks: (i) => read[i] === 1,
+    ...(tested && { keep: entryTest(reader, test, labels) }),
+  });
+}
+
+/** May block `b` of the chunk hold an entry with this name, this pair (its symbols)? */
+function blockOracle(reader: ChunkReader, b: number): MetadataOracle {
+  return {
+    key: (name) => reader.blockMayHold(b, name),
+    pair: (name, value) => reader.blockMayHold(b, name) && reader.blockMayHold(b, value),
+  };
+}
+
+/** Whether an entry's metadata (as symbol ids) may pass `test`: the pipeline decides. */
+function entryTest(
+  reader: ChunkReader,
+  test: BloomTest,
+  labels: Readonly<Record<string, string>>,
+): EntryTest {
+  let refs: Uint32Array = new Uint32Array(0);
+  let pairs = 0;
+  const oracle: MetadataOracle = {
+    key: (name) => {
+      const names = reader.symbolIds(name);
+      for (let j = 0; j < pairs; j++) if (names.includes(refs[2 * j]!)) return true;
+      return false;
+    },
+    pair: (name, value) => {
+      const names = reader.symbolIds(name);
+      const values = reader.symbolIds(value);
+      for (let j = 0; j < pairs; j++) {
+        if (names.includes(refs[2 * j]!) && values.includes(refs[2 * j + 1]!)) return true;
+      }
+      return false;
+    },
+  };
+  return (entryRefs, entryPairs) => {
+    refs = entryRefs;
+    pairs = entryPairs;
+    return evaluateMetadataTest(test, oracle, labels);
+  };
 }
