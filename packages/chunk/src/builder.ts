@@ -89,14 +89,17 @@ const byTimestamp = (a: Entry, b: Entry): number =>
 export class ChunkBuilder {
   private readonly target: number;
   private head: Entry[] = [];
-  private headByTs = new Map<bigint, Entry[]>();
+  /** The open block's latest timestamp. */
+  private headMaxTs: bigint | undefined;
+  /**
+   * The open block's entries by timestamp, built when an entry arrives older than the
+   * latest: until then its entries are in time order, and equal ones sit at its end.
+   */
+  private headByTs: Map<bigint, Entry[]> | undefined;
   /** Estimated payload bytes of the open block (what a block is cut on). */
   private headBytes = 0;
   /** Upper bound on them, which keeps every block under MAX_BLOCK_RAW_BYTES. */
   private headUpperBytes = 0;
-  private headSymbolBytes = 0;
-  /** Metadata strings of the open block not yet in the symbol table, counted once. */
-  private headSymbols = new Set<string>();
   private readonly blocks: SealedBlock[] = [];
   private sealedMaxTs: bigint | undefined;
   private sealedRawBytes = 0;
@@ -161,7 +164,6 @@ export class ChunkBuilder {
       this.blocks.length * (CRC_BYTES + 40) +
       Math.ceil(this.headBytes * ratio) +
       this.symbolBytes +
-      this.headSymbolBytes +
       CRC_BYTES +
       TRAILER_BYTES +
       40
@@ -177,18 +179,20 @@ export class ChunkBuilder {
     const bytes = this.validate(entry);
     if (this.isDuplicate(entry)) return false;
     const ts = entry.timestamp;
-    const same = this.headByTs.get(ts);
-    if (same === undefined) this.headByTs.set(ts, [entry]);
-    else same.push(entry);
+    if (this.headByTs !== undefined) {
+      const same = this.headByTs.get(ts);
+      if (same === undefined) this.headByTs.set(ts, [entry]);
+      else same.push(entry);
+    }
+    if (this.headMaxTs === undefined || ts > this.headMaxTs) this.headMaxTs = ts;
     this.head.push(entry);
     this.headBytes += bytes.estimate;
     this.headUpperBytes += bytes.upper;
-    if (bytes.symbols > 0) {
-      this.headSymbolBytes += bytes.symbols;
-      for (const p of entry.structuredMetadata) {
-        if (!this.symbolIds.has(p.name)) this.headSymbols.add(p.name);
-        if (!this.symbolIds.has(p.value)) this.headSymbols.add(p.value);
-      }
+    // Interned now, not at the cut: the table's size is known as entries arrive, and a
+    // string is hashed into one map once.
+    for (const p of entry.structuredMetadata) {
+      this.intern(p.name);
+      this.intern(p.value);
     }
     this.count++;
     if (this.minTs === undefined || ts < this.minTs) this.minTs = ts;
@@ -245,11 +249,10 @@ export class ChunkBuilder {
     this.sealedRawBytes += rawLength;
     this.sealedDataBytes += data.byteLength;
     this.head = [];
-    this.headByTs = new Map();
+    this.headByTs = undefined;
+    this.headMaxTs = undefined;
     this.headBytes = 0;
     this.headUpperBytes = 0;
-    this.headSymbolBytes = 0;
-    this.headSymbols = new Set();
   }
 
   /**
@@ -340,8 +343,8 @@ export class ChunkBuilder {
     };
   }
 
-  /** Checks an entry's types and sizes; answers its encoded size bound and new symbol bytes. */
-  private validate(entry: Entry): { estimate: number; upper: number; symbols: number } {
+  /** Checks an entry's types and sizes, and room for its metadata; answers its encoded size. */
+  private validate(entry: Entry): { estimate: number; upper: number } {
     const { timestamp, line, structuredMetadata: md } = entry;
     if (typeof timestamp !== "bigint" || !isInt64(timestamp)) {
       throw new ChunkError(
@@ -354,6 +357,8 @@ export class ChunkBuilder {
       throw new ChunkError("invalid_entry", "structuredMetadata must be an array");
     const lineBytes = Buffer.byteLength(line, "utf8");
     let bytes = ENTRY_OVERHEAD + lineBytes;
+    // An upper bound on the symbol bytes it may add (3 UTF-8 bytes a UTF-16 unit): only an
+    // entry that could fill the table has its strings looked up.
     let symbols = 0;
     for (const pair of md as readonly unknown[]) {
       const p = pair as { name?: unknown; value?: unknown };
@@ -366,7 +371,7 @@ export class ChunkBuilder {
         throw new ChunkError("invalid_entry", "metadata pairs must be {name, value} strings");
       }
       bytes += PAIR_OVERHEAD;
-      symbols += this.newSymbolBytes(p.name) + this.newSymbolBytes(p.value);
+      symbols += 3 * (p.name.length + p.value.length) + 10;
     }
     if (bytes - ENTRY_OVERHEAD > MAX_LINE_BYTES) {
       throw new ChunkError(
@@ -374,23 +379,41 @@ export class ChunkBuilder {
         `entry of ${bytes - ENTRY_OVERHEAD} bytes exceeds ${MAX_LINE_BYTES}`,
       );
     }
-    if (this.symbolBytes + this.headSymbolBytes + symbols > MAX_SYMBOLS_RAW_BYTES) {
-      throw new ChunkError("too_large", "symbol table is full: flush this chunk");
+    if (this.symbolBytes + symbols > MAX_SYMBOLS_RAW_BYTES) {
+      const added = new Set<string>();
+      for (const p of entry.structuredMetadata) {
+        for (const s of [p.name, p.value]) if (!this.symbolIds.has(s)) added.add(s);
+      }
+      let exact = 0;
+      for (const s of added) exact += Buffer.byteLength(s, "utf8") + 5;
+      if (this.symbolBytes + exact > MAX_SYMBOLS_RAW_BYTES) {
+        throw new ChunkError("too_large", "symbol table is full: flush this chunk");
+      }
     }
     const estimate = ENTRY_TYPICAL_OVERHEAD + lineBytes + md.length * PAIR_TYPICAL_OVERHEAD;
-    return { estimate, upper: bytes, symbols };
-  }
-
-  private newSymbolBytes(s: string): number {
-    if (this.symbolIds.has(s) || this.headSymbols.has(s)) return 0;
-    return Buffer.byteLength(s, "utf8") + 5;
+    return { estimate, upper: bytes };
   }
 
   private isDuplicate(entry: Entry): boolean {
     const ts = entry.timestamp;
-    const same = this.headByTs.get(ts);
-    if (same !== undefined) {
-      for (const e of same) if (sameEntry(e, entry)) return true;
+    const head = this.head;
+    if (this.headMaxTs === undefined || ts > this.headMaxTs) {
+      // Newer than the open block: nothing there to duplicate.
+    } else if (this.headByTs === undefined && ts === this.headMaxTs) {
+      for (let i = head.length - 1; i >= 0 && head[i]!.timestamp === ts; i--) {
+        if (sameEntry(head[i]!, entry)) return true;
+      }
+    } else {
+      if (this.headByTs === undefined) {
+        this.headByTs = new Map();
+        for (const e of head) {
+          const same = this.headByTs.get(e.timestamp);
+          if (same === undefined) this.headByTs.set(e.timestamp, [e]);
+          else same.push(e);
+        }
+      }
+      const same = this.headByTs.get(ts);
+      if (same !== undefined) for (const e of same) if (sameEntry(e, entry)) return true;
     }
     // Fast path: an entry newer than every cut block cannot duplicate one of them.
     if (this.sealedMaxTs === undefined || ts > this.sealedMaxTs) return false;
