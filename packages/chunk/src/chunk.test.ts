@@ -309,6 +309,27 @@ describe("chunk builder input", () => {
     );
   });
 
+  test("a full symbol table refuses the entry that would overflow it, and only that one", () => {
+    const b = new ChunkBuilder();
+    const big = (i: number): string => String(i).padEnd(4 * 1024 * 1024, "v");
+    let i = 0;
+    const entry = (value: string): Entry => ({
+      timestamp: BigInt(i),
+      line: `line ${i}`,
+      structuredMetadata: [{ name: "blob", value }],
+    });
+    for (; i < 15; i++) b.append(entry(big(i))); // 60 MiB of symbols
+    expect(codeOf(() => b.append(entry(big(99))))).toBe("too_large");
+    // Values already in the table add nothing: accepted however large they are.
+    expect(b.append(entry(big(3)))).toBe(true);
+    i++;
+    expect(b.append(entry("small"))).toBe(true);
+    expect(b.entryCount).toBe(17);
+    const values = decodeChunk(b.encode().bytes).entries.map((e) => e.structuredMetadata[0]!.value);
+    expect(values).not.toContain(big(99));
+    expect(values.filter((v) => v === big(3))).toHaveLength(2);
+  });
+
   test("a builder keeps working after encode", () => {
     const b = new ChunkBuilder();
     b.append({ timestamp: 2n, line: "b", structuredMetadata: [] });
