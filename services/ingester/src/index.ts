@@ -16,5 +16,4 @@ export { IngesterHttpClient } from "./client.js";
 export { loadConfig, DEFAULT_CONFIG } from "./config.js";
 export type { IngesterConfig } from "./config.js";
 export { createIngesterWorkers } from "./http.js";
-export type { IngesterWorkersService } from "./http.js";
 export type { IngesterHandle } from "./workers.js";
