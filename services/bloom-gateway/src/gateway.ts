@@ -105,6 +105,9 @@ function labelsRecord(labels: string): Record<string, string> {
   return out;
 }
 
+/** Label strings parsed (or refused, as null) by a gateway, bounded. */
+const MAX_PARSED_LABELS = 65_536;
+
 /**
  * The bloom gateway, in process (Loki's `bloomgateway.New(cfg, store, logger, registry)`):
  * prunes a query's chunk refs with the series' blooms. Each series is tested on its
@@ -116,6 +119,11 @@ export class BloomGateway implements ChunkFilter {
   /** The bloom-block cache (exposed for stats and tests). */
   readonly cache: BloomCache;
   private readonly metrics: BloomGatewayMetrics;
+  /**
+   * Series' labels as records: every query names the same series, and parsing their
+   * strings was 0.8 ms of a 578-series query's 10. Cleared when full, not evicted.
+   */
+  private readonly parsedLabels = new Map<string, Record<string, string> | null>();
 
   constructor(
     private readonly config: BloomGatewayConfig,
@@ -194,12 +202,17 @@ export class BloomGateway implements ChunkFilter {
     }
     if (bloom.length > this.config.maxBloomRecordBytes)
       return failOpen(s, "oversized_bloom", stats);
-    let labels: Record<string, string>;
-    try {
-      labels = labelsRecord(s.labels);
-    } catch {
-      return failOpen(s, "invalid_labels", stats);
+    let labels = this.parsedLabels.get(s.labels);
+    if (labels === undefined) {
+      try {
+        labels = labelsRecord(s.labels);
+      } catch {
+        labels = null;
+      }
+      if (this.parsedLabels.size >= MAX_PARSED_LABELS) this.parsedLabels.clear();
+      this.parsedLabels.set(s.labels, labels);
     }
+    if (labels === null) return failOpen(s, "invalid_labels", stats);
     let filter: AnyFilter;
     try {
       // The cache's load is shared by every caller of the block, so one caller's deadline
