@@ -86,7 +86,8 @@ export function mergeSegments(
   from: bigint,
   through: bigint,
 ): IndexedSeries[] {
-  const series = new Map<bigint, { labels: string; chunks: Map<string, IndexedChunk> }>();
+  // Each series' chunks by checksum (then from and through): no key is built to dedupe.
+  const series = new Map<bigint, { labels: string; chunks: Map<number, IndexedChunk[]> }>();
   for (const segment of segments) {
     if (segment.tenant !== tenant) {
       throw new IndexError(
@@ -102,22 +103,27 @@ export function mergeSegments(
           merged = { labels: s.labels, chunks: new Map() };
           series.set(s.fingerprint, merged);
         }
-        const id = `${c.from}-${c.through}-${c.checksum}`;
-        const seen = merged.chunks.get(id);
+        let same = merged.chunks.get(c.checksum);
+        if (same === undefined) merged.chunks.set(c.checksum, (same = []));
+        const at = same.findIndex((x) => x.ref.from === c.from && x.ref.through === c.through);
+        const seen = same[at];
         if (seen !== undefined && !(seen.bloom.kind === "missing" && s.bloom.kind === "block"))
           continue;
-        merged.chunks.set(id, indexed(tenant, s, c));
+        if (seen === undefined) same.push(indexed(tenant, s, c));
+        else same[at] = indexed(tenant, s, c);
       }
     }
   }
   const out: IndexedSeries[] = [];
   for (const [fingerprint, { labels, chunks }] of series) {
-    const sorted = [...chunks.values()].sort(
-      (a, b) =>
-        compare(a.ref.from, b.ref.from) ||
-        compare(a.ref.through, b.ref.through) ||
-        a.ref.checksum - b.ref.checksum,
-    );
+    const sorted = [...chunks.values()]
+      .flat()
+      .sort(
+        (a, b) =>
+          compare(a.ref.from, b.ref.from) ||
+          compare(a.ref.through, b.ref.through) ||
+          a.ref.checksum - b.ref.checksum,
+      );
     out.push({ fingerprint, labels, chunks: sorted });
   }
   return out.sort((a, b) => compare(a.fingerprint, b.fingerprint));
@@ -131,9 +137,13 @@ function indexed(tenant: string, s: SegmentSeries, c: SegmentChunk): IndexedChun
     through: c.through,
     checksum: c.checksum,
   };
+  let key: string | undefined;
   return {
     ref,
-    key: chunkKey(ref),
+    // Built when read: a plan keeps every chunk in range, a query fetches a few.
+    get key() {
+      return (key ??= chunkKey(ref));
+    },
     bytes: c.bytes,
     entries: c.entries,
     prefixed: c.prefixed,
