@@ -165,20 +165,6 @@ export function evaluateMetadataTest(
   }
 }
 
-/** Every token a bloom test may look up, for callers that hash tokens in advance. */
-export function bloomTestTokens(test: BloomTest): string[] {
-  const out = new Set<string>();
-  const walk = (t: BloomTest): void => {
-    if (t.kind === "key") out.add(t.name);
-    else if (t.kind === "kv") {
-      out.add(t.name);
-      out.add(kvToken(t.name, t.value));
-    } else if (t.kind === "and" || t.kind === "or") t.children.forEach(walk);
-  };
-  walk(test);
-  return [...out];
-}
-
 // ---------------------------------------------------------------------------------------
 // Line n-grams
 

@@ -31,7 +31,7 @@ export {
   extractBloomTests,
   evaluateBloomTest,
   evaluateMetadataTest,
-  bloomTestTokens,
+  kvToken,
   logSelectors,
   extractLineFilterTests,
   evaluateLineTest,

@@ -3,8 +3,8 @@ import { CHUNK_PREFIX_BYTES, writeChunkPrefix } from "@sieve/index";
 import { isDeadlineReason, mapLimit, waitAtMost } from "@sieve/kit";
 import type { BloomBlockStore, SegmentChunk } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
-import { bloomTestTokens, evaluateBloomTest } from "@sieve/logql";
-import type { BloomTest } from "@sieve/logql";
+import { evaluateMetadataTest, kvToken } from "@sieve/logql";
+import type { BloomTest, MetadataOracle } from "@sieve/logql";
 import type {
   ChunkFilter,
   FilterRequest,
@@ -62,40 +62,82 @@ export function failOpen(
 
 const encoder = new TextEncoder();
 
+/** A token's UTF-8 bytes behind a slot for a chunk's prefix, and the bytes alone. */
+interface TokenKey {
+  readonly prefixed: Uint8Array;
+  readonly plain: Uint8Array;
+}
+
+function tokenKey(token: string): TokenKey {
+  const bytes = encoder.encode(token);
+  const prefixed = new Uint8Array(CHUNK_PREFIX_BYTES + bytes.length);
+  prefixed.set(bytes, CHUNK_PREFIX_BYTES);
+  return { prefixed, plain: prefixed.subarray(CHUNK_PREFIX_BYTES) };
+}
+
 /**
- * A bloom test ready to run: each token it may look up, UTF-8 encoded once behind a
- * 20-byte slot that each chunk's prefix is written into, so testing a chunk allocates
- * nothing.
+ * A bloom test ready to run: each token it may look up (a name, a name and value) UTF-8
+ * encoded once, behind a slot each chunk's prefix is written into, so testing a series or
+ * a chunk encodes and allocates nothing.
  */
 class CompiledTest {
-  private readonly prefixed = new Map<string, Uint8Array>();
+  private readonly names = new Map<string, TokenKey>();
+  private readonly pairs = new Map<string, Map<string, TokenKey>>();
+  /** The filter the oracles below ask, set by each call. */
+  private filter: AnyFilter | undefined;
+  private readonly plain: MetadataOracle = {
+    key: (name) => this.has(this.name(name)?.plain),
+    pair: (name, value) =>
+      this.has(this.name(name)?.plain) && this.has(this.pair(name, value)?.plain),
+  };
+  private readonly prefixed: MetadataOracle = {
+    key: (name) => this.has(this.name(name)?.prefixed),
+    pair: (name, value) =>
+      this.has(this.name(name)?.prefixed) && this.has(this.pair(name, value)?.prefixed),
+  };
 
   constructor(readonly test: BloomTest) {
-    for (const token of bloomTestTokens(test)) {
-      const bytes = encoder.encode(token);
-      const key = new Uint8Array(CHUNK_PREFIX_BYTES + bytes.length);
-      key.set(bytes, CHUNK_PREFIX_BYTES);
-      this.prefixed.set(token, key);
-    }
+    const walk = (t: BloomTest): void => {
+      if (t.kind === "key" || t.kind === "kv") {
+        if (!this.names.has(t.name)) this.names.set(t.name, tokenKey(t.name));
+      }
+      if (t.kind === "kv") {
+        let values = this.pairs.get(t.name);
+        if (values === undefined) this.pairs.set(t.name, (values = new Map<string, TokenKey>()));
+        if (!values.has(t.value)) values.set(t.value, tokenKey(kvToken(t.name, t.value)));
+      }
+      if (t.kind === "and" || t.kind === "or") t.children.forEach(walk);
+    };
+    walk(test);
   }
 
   /** The series test: unprefixed tokens. */
   series(filter: AnyFilter, labels: Record<string, string>): boolean {
-    return evaluateBloomTest(this.test, (token) => filter.test(token), labels);
+    this.filter = filter;
+    return evaluateMetadataTest(this.test, this.plain, labels);
   }
 
   /** The chunk test: the same tree on the chunk's prefixed tokens. */
   chunk(filter: AnyFilter, chunk: SegmentChunk, labels: Record<string, string>): boolean {
-    for (const key of this.prefixed.values()) writeChunkPrefix(chunk, key);
-    return evaluateBloomTest(
-      this.test,
-      (token) => {
-        const key = this.prefixed.get(token);
-        // Every token the tree looks up was compiled; an unknown one cannot prune.
-        return key === undefined || filter.test(key);
-      },
-      labels,
-    );
+    for (const key of this.names.values()) writeChunkPrefix(chunk, key.prefixed);
+    for (const values of this.pairs.values()) {
+      for (const key of values.values()) writeChunkPrefix(chunk, key.prefixed);
+    }
+    this.filter = filter;
+    return evaluateMetadataTest(this.test, this.prefixed, labels);
+  }
+
+  private name(name: string): TokenKey | undefined {
+    return this.names.get(name);
+  }
+
+  private pair(name: string, value: string): TokenKey | undefined {
+    return this.pairs.get(name)?.get(value);
+  }
+
+  /** Every token the tree looks up was compiled; an unknown one cannot prune. */
+  private has(key: Uint8Array | undefined): boolean {
+    return key === undefined || this.filter === undefined || this.filter.test(key);
   }
 }
 
