@@ -165,6 +165,68 @@ export function evaluateMetadataTest(
   }
 }
 
+/**
+ * What {@link chunkFilters} asks of a chunk: `@sieve/chunk`'s ChunkReader (its block
+ * symbols, and the symbol ids of a string).
+ */
+export interface ChunkSymbols {
+  blockMayHold(block: number, s: string): boolean;
+  symbolIds(s: string): readonly number[];
+}
+
+/** Which blocks of a chunk, and which of their entries, may pass a metadata test. */
+export interface ChunkFilters {
+  readonly block: (block: number) => boolean;
+  /** An entry by its metadata as symbol ids (name, value, for `pairs` pairs). */
+  readonly entry: (refs: Uint32Array, pairs: number) => boolean;
+}
+
+/**
+ * A metadata test applied inside a chunk, exactly: a block may pass when its symbols hold
+ * the names and values the test needs, an entry when its own pairs do (a name that is one
+ * of `streamLabels` passes, as for blooms). Undefined for a test that cannot prune.
+ */
+export function chunkFilters(
+  chunk: ChunkSymbols,
+  test: BloomTest,
+  streamLabels: Readonly<Record<string, string>>,
+): ChunkFilters | undefined {
+  if (test.kind === "all") return undefined;
+  let b = 0;
+  const inBlock: MetadataOracle = {
+    key: (name) => chunk.blockMayHold(b, name),
+    pair: (name, value) => chunk.blockMayHold(b, name) && chunk.blockMayHold(b, value),
+  };
+  let refs: Uint32Array = new Uint32Array(0);
+  let pairs = 0;
+  const inEntry: MetadataOracle = {
+    key: (name) => {
+      const names = chunk.symbolIds(name);
+      for (let j = 0; j < pairs; j++) if (names.includes(refs[2 * j]!)) return true;
+      return false;
+    },
+    pair: (name, value) => {
+      const names = chunk.symbolIds(name);
+      const values = chunk.symbolIds(value);
+      for (let j = 0; j < pairs; j++) {
+        if (names.includes(refs[2 * j]!) && values.includes(refs[2 * j + 1]!)) return true;
+      }
+      return false;
+    },
+  };
+  return {
+    block: (block) => {
+      b = block;
+      return evaluateMetadataTest(test, inBlock, streamLabels);
+    },
+    entry: (entryRefs, entryPairs) => {
+      refs = entryRefs;
+      pairs = entryPairs;
+      return evaluateMetadataTest(test, inEntry, streamLabels);
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------------------
 // Line n-grams
 

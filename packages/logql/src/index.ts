@@ -31,6 +31,7 @@ export {
   extractBloomTests,
   evaluateBloomTest,
   evaluateMetadataTest,
+  chunkFilters,
   kvToken,
   logSelectors,
   extractLineFilterTests,
@@ -39,6 +40,8 @@ export {
   type BloomTest,
   type LineTest,
   type MetadataOracle,
+  type ChunkFilters,
+  type ChunkSymbols,
 } from "./bloom.js";
 export {
   compilePipeline,

@@ -1,5 +1,6 @@
 import { ChunkBuilder, ChunkReader } from "@sieve/chunk";
-import type { EncodedChunk, Entry } from "@sieve/chunk";
+import type { EncodedChunk, Entry, ReadOptions } from "@sieve/chunk";
+import { chunkFilters, type BloomTest } from "@sieve/logql";
 
 /**
  * Why a chunk was flushed: shared by code, metrics (`reason` label) and logs, as Loki's
@@ -25,6 +26,24 @@ export interface EntryRange {
   readonly direction: "forward" | "backward";
   /** At most this many entries (the first in `direction`); 0 = all. */
   readonly limit: number;
+  /**
+   * The query's metadata test and the stream's labels: encoded chunks skip the blocks and
+   * entries that cannot pass it (logql's `chunkFilters`); entries not yet encoded are all
+   * read.
+   */
+  readonly filter?: { readonly test: BloomTest; readonly labels: Readonly<Record<string, string>> };
+}
+
+/** How to read `range` from `reader`: its bounds, and the blocks and entries its filter keeps. */
+export function readOptions(reader: ChunkReader, range: EntryRange): ReadOptions {
+  const f = range.filter;
+  const filters = f === undefined ? undefined : chunkFilters(reader, f.test, f.labels);
+  return {
+    from: range.from,
+    through: range.through,
+    direction: range.direction,
+    ...(filters !== undefined && { blocks: filters.block, keep: filters.entry }),
+  };
 }
 
 const byTs = (a: Entry, b: Entry): number =>
@@ -43,11 +62,7 @@ function readEncoded(bytes: Uint8Array, range: EntryRange): Entry[] {
   const out: Entry[] = [];
   const reader = new ChunkReader(bytes);
   if (reader.through < range.from || reader.from >= range.through) return out;
-  for (const e of reader.entries({
-    from: range.from,
-    through: range.through,
-    direction: range.direction,
-  })) {
+  for (const e of reader.entries(readOptions(reader, range))) {
     out.push(e);
     if (range.limit > 0 && out.length >= range.limit) break;
   }

@@ -8,7 +8,13 @@
  */
 import { ChunkReader } from "@sieve/chunk";
 import type { Entry } from "@sieve/chunk";
-import { LogqlError, compilePipeline, matchesLabels, parseExpr } from "@sieve/logql";
+import {
+  LogqlError,
+  compilePipeline,
+  extractBloomTests,
+  matchesLabels,
+  parseExpr,
+} from "@sieve/logql";
 import type { LogExpr, Pipeline } from "@sieve/logql";
 import type {
   IngesterCallOptions,
@@ -20,7 +26,7 @@ import type {
 } from "@sieve/proto";
 import { IngesterError } from "./errors.js";
 import type { CutChunk } from "./flush.js";
-import { selectEntries } from "./head.js";
+import { readOptions, selectEntries } from "./head.js";
 import type { EntryRange, Head } from "./head.js";
 
 // The contract's types, for the ingester's own modules and its public face.
@@ -201,6 +207,8 @@ export async function queryStreams(
 ): Promise<IngesterStream[]> {
   const expr = parseLogQuery(req.selector);
   const pipeline = expr.pipeline.length === 0 ? undefined : compilePipeline(expr.pipeline);
+  // Its metadata filters prune inside encoded chunks, as the querier's do in the store.
+  const test = extractBloomTests(expr);
   if (!(Number.isSafeInteger(req.limit) && req.limit >= 0)) {
     throw new IngesterError("invalid_request", `limit ${req.limit}`);
   }
@@ -252,11 +260,13 @@ export async function queryStreams(
         if (slicer.due(pipeline !== undefined)) await slicer.pause();
       }
     };
+    const read: EntryRange =
+      test.kind === "all" ? range : { ...range, filter: { test, labels: s.labelMap } };
     for (const c of [...s.flushing, ...s.pending]) {
       if (c.encoded.through < req.start || c.encoded.from >= req.end) continue;
-      await add(chunkEntries(c.encoded.bytes, range));
+      await add(chunkEntries(c.encoded.bytes, read));
     }
-    if (s.head !== undefined) await add(s.head.read({ ...range, limit: 0 }));
+    if (s.head !== undefined) await add(s.head.read({ ...read, limit: 0 }));
     if (kept.length === 0) continue;
     compact();
     doneBytes += keptBytes;
@@ -286,7 +296,7 @@ export async function queryStreams(
 function* chunkEntries(bytes: Uint8Array, range: EntryRange): Generator<Entry> {
   const reader = new ChunkReader(bytes);
   if (reader.through < range.from || reader.from >= range.through) return;
-  yield* reader.entries({ from: range.from, through: range.through, direction: range.direction });
+  yield* reader.entries(readOptions(reader, range));
 }
 
 /**

@@ -2,8 +2,8 @@
  * Chunk fetching (a bounded pool of fetches ahead of the reader, through the chunk cache)
  * and reading (only the blocks that can hold what the query needs).
  */
-import { ChunkReader, type Entry, type EntryTest } from "@sieve/chunk";
-import { evaluateMetadataTest, type BloomTest, type MetadataOracle } from "@sieve/logql";
+import { ChunkReader, type Entry } from "@sieve/chunk";
+import { chunkFilters, type BloomTest } from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
 import { storeError, type PlannedChunk } from "./plan.js";
 import type { QueryStats } from "./stats.js";
@@ -74,12 +74,11 @@ export function readChunk(
   stats: QueryStats,
 ): Generator<Entry, void, undefined> {
   const reader = new ChunkReader(bytes);
-  const tested = test.kind !== "all";
+  const filters = chunkFilters(reader, test, labels);
   const read = new Uint8Array(reader.blocks.length);
   reader.blocks.forEach((b, i) => {
     if (b.maxTs < range.from || b.minTs >= range.through) return;
-    const may = !tested || evaluateMetadataTest(test, blockOracle(reader, i), labels);
-    if (may) {
+    if (filters === undefined || filters.block(i)) {
       read[i] = 1;
       stats.bytesDecompressed += b.rawLength;
     } else stats.blocksSkipped++;
@@ -87,44 +86,6 @@ export function readChunk(
   return reader.entries({
     ...range,
     blocks: (i) => read[i] === 1,
-    ...(tested && { keep: entryTest(reader, test, labels) }),
+    ...(filters !== undefined && { keep: filters.entry }),
   });
-}
-
-/** May block `b` of the chunk hold an entry with this name, this pair (its symbols)? */
-function blockOracle(reader: ChunkReader, b: number): MetadataOracle {
-  return {
-    key: (name) => reader.blockMayHold(b, name),
-    pair: (name, value) => reader.blockMayHold(b, name) && reader.blockMayHold(b, value),
-  };
-}
-
-/** Whether an entry's metadata (as symbol ids) may pass `test`: the pipeline decides. */
-function entryTest(
-  reader: ChunkReader,
-  test: BloomTest,
-  labels: Readonly<Record<string, string>>,
-): EntryTest {
-  let refs: Uint32Array = new Uint32Array(0);
-  let pairs = 0;
-  const oracle: MetadataOracle = {
-    key: (name) => {
-      const names = reader.symbolIds(name);
-      for (let j = 0; j < pairs; j++) if (names.includes(refs[2 * j]!)) return true;
-      return false;
-    },
-    pair: (name, value) => {
-      const names = reader.symbolIds(name);
-      const values = reader.symbolIds(value);
-      for (let j = 0; j < pairs; j++) {
-        if (names.includes(refs[2 * j]!) && values.includes(refs[2 * j + 1]!)) return true;
-      }
-      return false;
-    },
-  };
-  return (entryRefs, entryPairs) => {
-    refs = entryRefs;
-    pairs = entryPairs;
-    return evaluateMetadataTest(test, oracle, labels);
-  };
 }
