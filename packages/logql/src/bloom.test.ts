@@ -8,6 +8,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   type BloomTest,
+  chunkFilters,
   evaluateBloomTest,
   evaluateLineTest,
   extractBloomTests,
@@ -317,6 +318,19 @@ describe("no false negatives", () => {
             tokens.add(`${k}=${v}`);
           }
           expect(evaluateBloomTest(test, (t) => tokens.has(t), labels)).toBe(true);
+          // Inside a chunk: the entry's block and the entry itself, by symbol ids.
+          const symbols = [...new Set(Object.entries(sm).flat())];
+          const refs = Uint32Array.from(Object.entries(sm).flat(), (x) => symbols.indexOf(x));
+          const filters = chunkFilters(
+            {
+              blockMayHold: (_, x) => symbols.includes(x),
+              symbolIds: (x) => (symbols.includes(x) ? [symbols.indexOf(x)] : []),
+            },
+            test,
+            labels,
+          );
+          expect(filters === undefined || filters.block(0)).toBe(true);
+          expect(filters === undefined || filters.entry(refs, refs.length / 2)).toBe(true);
         },
       ),
       { numRuns: 5000 },
