@@ -301,6 +301,9 @@ describe("queries over unflushed data are cooperative", () => {
     await ingester.start();
     const url = await served(await createIngesterServer(service!, testLogger, "internal"));
     await loadLines(4000);
+    // The query runs 1.8 s to its end here; stopped at its deadline it took 0.1 s (in
+    // process) and 0.2 s (over HTTP), and 1.2 s over HTTP with the whole suite on two
+    // cores (the client shares the thread that parses the query): bounds below 1.8 s.
     const req = {
       tenant: "t",
       selector: HEAVY,
@@ -314,11 +317,11 @@ describe("queries over unflushed data are cooperative", () => {
       code: "timeout",
       status: 504,
     });
-    expect(performance.now() - t).toBeLessThan(600);
+    expect(performance.now() - t).toBeLessThan(1200);
     const client = new IngesterHttpClient({ urls: [url] });
     t = performance.now();
     await expect(client.query(req, { timeoutMs: 150 })).rejects.toMatchObject({ code: "timeout" });
-    expect(performance.now() - t).toBeLessThan(800);
+    expect(performance.now() - t).toBeLessThan(1600);
     const controller = new AbortController();
     setTimeout(() => {
       controller.abort();
