@@ -171,11 +171,6 @@ export class ChunkReader {
     return ids;
   }
 
-  /** Symbol `i`, in [0, symbolCount). */
-  symbol(i: number): string {
-    return this.symbols.get(i);
-  }
-
   /**
    * Whether block `b` may hold an entry with `s` as a metadata name or value: false when
    * the chunk holds no such symbol, or (version 2) the block's entries never refer to it.

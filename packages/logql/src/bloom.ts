@@ -116,10 +116,11 @@ export function kvToken(name: string, value: string): string {
 }
 
 /**
- * Evaluates a test against a bloom. `has` answers whether the bloom may hold a token:
- * `name` or `name=value`, unprefixed for series blooms, or with the gateway's chunk prefix
- * (the gateway's `has` adds it). When `streamLabels` is given, a leaf on a name that is a
- * stream label of the series answers true: that label is not in the bloom.
+ * Evaluates a test against a bloom's tokens: `has` answers whether the bloom may hold
+ * `name` or `name=value`. When `streamLabels` is given, a leaf on a name that is a stream
+ * label of the series answers true: that label is not in the bloom. The token form of
+ * {@link evaluateMetadataTest}, which the gateway and chunk readers call with their own
+ * oracles; the property tests state the no-false-negatives rule with it.
  */
 export function evaluateBloomTest(
   test: BloomTest,

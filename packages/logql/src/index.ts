@@ -29,7 +29,6 @@ export function parseExpr(query: string, options?: ParseOptions): Expr {
 }
 export {
   extractBloomTests,
-  evaluateBloomTest,
   evaluateMetadataTest,
   chunkFilters,
   kvToken,
