@@ -34,6 +34,7 @@ const request: FilterRequest = {
         children: [
           { kind: "key", name: "user" },
           { kind: "kv", name: "level", value: "" },
+          { kind: "line", literal: "GET /api ✓" },
         ],
       },
     ],
@@ -67,6 +68,7 @@ describe("gateway messages", () => {
         seriesSkipped: 2,
         chunks: 40,
         chunksPruned: 30,
+        chunksPrunedByLine: 12,
         blocksRead: 3,
         cacheHits: 1,
         failedOpen: { missing_bloom: 4, timeout: 2 },
@@ -85,6 +87,7 @@ describe("gateway messages", () => {
         seriesSkipped: 0,
         chunks: 0,
         chunksPruned: 0,
+        chunksPrunedByLine: 0,
         blocksRead: 0,
         cacheHits: 0,
         failedOpen: {},
@@ -124,6 +127,7 @@ describe("gateway messages", () => {
     ["an unknown kind", raw({ test: { kind: 9 } }), "kind 9"],
     ["a key without a name", raw({ test: { kind: 1 } }), "without a name"],
     ["an `and` without children", raw({ test: { kind: 3 } }), "without children"],
+    ["a line test without a literal", raw({ test: { kind: 5 } }), "without a literal"],
     ["a series without a bloom location", raw({ series: [{}] }), "no bloom location"],
     ["a block without a key", raw({ series: [{ bloom: { block: { offset: 1 } } }] }), "key"],
     [

@@ -59,6 +59,8 @@ export interface FilterStats {
   chunks: number;
   /** Chunks pruned, by their series' test or their own. */
   chunksPruned: number;
+  /** Of `chunksPruned`, those the structured-metadata tests alone would have kept. */
+  chunksPrunedByLine: number;
   /**
    * Bloom block objects read whole from the object store (one for every series of the
    * block), plus series records read one by one for blocks past `maxBlockBytes`.
@@ -130,7 +132,7 @@ interface WireResponse {
   stats: FilterStats | null;
 }
 
-const KINDS = ["all", "key", "kv", "and", "or"] as const;
+const KINDS = ["all", "key", "kv", "and", "or", "line"] as const;
 
 function decodeTest(t: WireTest | null, depth: number, count: { nodes: number }): BloomTest {
   if (t === null) return { kind: "all" };
@@ -149,6 +151,9 @@ function decodeTest(t: WireTest | null, depth: number, count: { nodes: number })
     case "or":
       if (t.children.length === 0) throw malformed(`bloom test ${kind} without children`);
       return { kind, children: t.children.map((c) => decodeTest(c, depth + 1, count)) };
+    case "line":
+      if (t.value === "") throw malformed("bloom test line without a literal");
+      return { kind, literal: t.value };
     case undefined:
       break;
   }
@@ -166,6 +171,8 @@ function encodeTest(t: BloomTest): Partial<WireTest> {
     case "and":
     case "or":
       return { kind: t.kind === "and" ? 3 : 4, children: t.children.map(encodeTest) as WireTest[] };
+    case "line":
+      return { kind: 5, value: t.literal };
   }
 }
 
@@ -263,6 +270,7 @@ export function decodeFilterResponse(bytes: Uint8Array): FilterResponse {
       seriesSkipped: s?.seriesSkipped ?? 0,
       chunks: s?.chunks ?? 0,
       chunksPruned: s?.chunksPruned ?? 0,
+      chunksPrunedByLine: s?.chunksPrunedByLine ?? 0,
       blocksRead: s?.blocksRead ?? 0,
       cacheHits: s?.cacheHits ?? 0,
       failedOpen: { ...(s?.failedOpen ?? {}) },

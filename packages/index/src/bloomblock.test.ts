@@ -56,13 +56,56 @@ describe("bloom blocks", () => {
       true,
       true,
     ]);
-    const f42 = decoded.filters[2]!;
+    const f42 = decoded.records[2]!.filter;
     for (let i = 0; i < 500; i++) expect(seriesMayContain(f42, "trace_id", `v${i}`)).toBe(true);
-    expect(seriesMayContain(decoded.filters[0], "trace_id", "b")).toBe(true);
+    expect(seriesMayContain(decoded.records[0]!.filter, "trace_id", "b")).toBe(true);
+    expect(decoded.records.map((r) => r.ngrams)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
+  });
+
+  it("records each series' line n-gram settings beside its filter", () => {
+    const inputs = [
+      { ...small[0]!, ngrams: { length: 4, skip: 1 } },
+      small[1]!,
+      { ...small[2]!, ngrams: { length: 64, skip: 0 } },
+    ];
+    const { bytes, entries } = encodeBloomBlock(inputs);
+    expect(decodeBloomBlock(bytes).records.map((r) => r.ngrams)).toEqual([
+      undefined,
+      { length: 4, skip: 1 },
+      { length: 64, skip: 0 },
+    ]);
+    const at = entries[1]!;
+    const record = bytes.subarray(at.offset, at.offset + at.length);
+    expect(Array.from(record.subarray(record.length - 8, record.length - 4))).toEqual([4, 1, 0, 0]);
+    expect(() => encodeBloomBlock([{ ...small[0]!, ngrams: { length: 0, skip: 0 } }])).toThrow(
+      IndexError,
+    );
+  });
+
+  it("reads a version 1 block (records without n-gram settings), as written before version 2", () => {
+    // One series (5), one chunk, trace_id=t1: encoded by the version 1 code.
+    const v1 = Buffer.from(
+      "53564242010000000500000000000000300000005356424601020000200000000700000080080000000040" +
+        "080200010010100000000080010410000002200000cce80d8e010000000500000000000000080000000000" +
+        "00003c0000000100000001000000000000000200000000000000030000000044000000000000003100000008" +
+        "d2a1cd0100000053564242726f5ee2",
+      "hex",
+    );
+    expect(v1[4]).toBe(1);
+    const decoded = decodeBloomBlock(v1);
+    expect(decoded.entries.map((e) => e.fingerprint)).toEqual([5n]);
+    expect(decoded.records[0]!.ngrams).toBeUndefined();
+    expect(seriesMayContain(decoded.records[0]!.filter, "trace_id", "t1")).toBe(true);
+    expect(seriesMayContain(decoded.records[0]!.filter, "trace_id", "t2")).toBe(false);
   });
 
   it("encodes an empty block", () => {
-    expect(decodeBloomBlock(encodeBloomBlock([]).bytes)).toEqual({ entries: [], filters: [] });
+    expect(decodeBloomBlock(encodeBloomBlock([]).bytes)).toEqual({ entries: [], records: [] });
   });
 
   it("rejects the same series twice", () => {
@@ -169,6 +212,6 @@ describe("reading blooms by range from a real store", () => {
     const filter = new ScalableBloomFilter();
     filter.add("trace_id=z");
     const { bytes } = encodeBloomBlock([{ fingerprint: 1n, filter, chunks: [] }]);
-    expect(decodeBloomBlock(bytes).filters[0]).toBeInstanceOf(ScalableBloomFilter);
+    expect(decodeBloomBlock(bytes).records[0]!.filter).toBeInstanceOf(ScalableBloomFilter);
   });
 });

@@ -1,18 +1,21 @@
 /*
- * Bloom block, version 1: many series' blooms in one object, written at flush. All
+ * Bloom block, version 2: many series' blooms in one object, written at flush. All
  * integers little-endian; docs/formats.md ("Bloom blocks") is the same layout for readers
  * outside this code.
  *
- *   header   u32 magic "SVBB", u8 version = 1, 3 reserved zero bytes
+ *   header   u32 magic "SVBB", u8 version = 2, 3 reserved zero bytes
  *   records  one a series, in ascending fingerprint order, back to back from offset 8:
  *              u64 fingerprint, u32 filter length, filter (a serialised @sieve/bloom
- *              filter: its own magic, version and CRC-32C)
+ *              filter: its own magic, version and CRC-32C), then the line n-grams the
+ *              filter holds: u8 length (0: none), u8 skip, u16 zero, u32 CRC-32C of those
+ *              4 bytes. Version 1 records end at the filter (no n-grams); a record's
+ *              length tells the two apart, so one read by range needs no header.
  *   index    u32 series count, then per series, ascending fingerprint:
  *              u64 fingerprint, u64 record offset, u32 record length, u32 chunk count,
  *              then per chunk: i64 from, i64 through, u32 checksum, u8 flags (bit 0: the
  *              chunk's prefixed tokens are in the bloom; other bits zero)
  *   footer   28 bytes: u64 index offset, u32 index length, u32 CRC-32C of the index,
- *              u8 version = 1, 3 reserved zero bytes, u32 magic "SVBB",
+ *              u8 version = 2, 3 reserved zero bytes, u32 magic "SVBB",
  *              u32 CRC-32C of the footer's first 24 bytes
  *
  * Records tile [8, index offset) exactly and the index ends where the footer starts, so
@@ -25,15 +28,20 @@ import { crc32c } from "@sieve/kit";
 import { Reader, Writer } from "./binary.js";
 import type { CoveredChunk } from "./builder.js";
 import { IndexError } from "./errors.js";
+import { checkNgramOptions, type NgramOptions } from "./tokens.js";
 
 /** "SVBB" read as a little-endian u32. */
 const MAGIC = 0x42425653;
-/** The only bloom-block version this code writes and reads. */
-export const BLOOM_BLOCK_VERSION = 1;
+/** The bloom-block version this code writes; it also reads version 1. */
+export const BLOOM_BLOCK_VERSION = 2;
+/** Versions this code reads. */
+const READABLE = new Set([1, BLOOM_BLOCK_VERSION]);
 const HEADER_BYTES = 8;
 /** Bytes of the fixed footer at the end of every block. */
 export const BLOOM_BLOCK_FOOTER_BYTES = 28;
 const RECORD_HEADER_BYTES = 12;
+/** The n-gram settings and their checksum after a version 2 record's filter. */
+const RECORD_TRAILER_BYTES = 8;
 /** The smallest serialised filter: envelope and checksum around nothing. */
 const MIN_FILTER_BYTES = 12;
 const INDEX_ENTRY_BYTES = 24;
@@ -44,6 +52,15 @@ export interface BloomBlockInput {
   readonly fingerprint: bigint;
   readonly filter: AnyFilter;
   readonly chunks: readonly CoveredChunk[];
+  /** The line n-grams the filter holds; none when absent. */
+  readonly ngrams?: NgramOptions | undefined;
+}
+
+/** One series' record, decoded: its filter and the line n-grams it holds. */
+export interface BloomRecord {
+  readonly filter: AnyFilter;
+  /** Undefined: no line n-grams (a version 1 record, or n-grams off when it was built). */
+  readonly ngrams: NgramOptions | undefined;
 }
 
 /** Where one series' bloom is inside a block, and which chunks it covers. */
@@ -74,7 +91,7 @@ export function encodeBloomBlock(series: readonly BloomBlockInput[]): EncodedBlo
   out.u16(0);
   const entries: BloomBlockEntry[] = [];
   let previous: bigint | undefined;
-  for (const { fingerprint, filter, chunks } of sorted) {
+  for (const { fingerprint, filter, chunks, ngrams } of sorted) {
     if (previous === fingerprint) {
       throw new IndexError(
         "invalid_argument",
@@ -90,6 +107,10 @@ export function encodeBloomBlock(series: readonly BloomBlockInput[]): EncodedBlo
     out.u64(fingerprint);
     out.u32(bytes.length);
     out.bytes(bytes);
+    if (ngrams !== undefined) checkNgramOptions(ngrams);
+    const settings = Uint8Array.of(ngrams?.length ?? 0, ngrams?.skip ?? 0, 0, 0);
+    out.bytes(settings);
+    out.u32(crc32c(settings));
     entries.push({ fingerprint, offset, length: out.length - offset, chunks });
   }
   const indexOffset = out.length;
@@ -151,10 +172,10 @@ export function decodeBloomBlockFooter(footer: Uint8Array, size: number): BloomB
   const magic = r.u32("magic");
   const stored = r.u32("footer checksum");
   if (magic !== MAGIC) throw new IndexError("bad_magic", "bloom block footer");
-  if (version !== BLOOM_BLOCK_VERSION) {
+  if (!READABLE.has(version)) {
     throw new IndexError(
       "unsupported_version",
-      `bloom block ${version}, this code reads ${BLOOM_BLOCK_VERSION}`,
+      `bloom block ${version}, this code reads 1 and ${BLOOM_BLOCK_VERSION}`,
     );
   }
   if (crc32c(footer.subarray(0, 24)) !== stored)
@@ -225,11 +246,11 @@ export function decodeBloomBlockIndex(
 }
 
 /**
- * Decodes one series' record (the bytes at the entry's offset and length) into its filter,
- * checking that it belongs to `fingerprint` (`wrong_series` otherwise). A damaged filter is
- * `corrupt`, its `cause` the {@link BloomError}.
+ * Decodes one series' record (the bytes at the entry's offset and length) into its filter
+ * and n-gram settings, checking that it belongs to `fingerprint` (`wrong_series`
+ * otherwise). A damaged filter is `corrupt`, its `cause` the {@link BloomError}.
  */
-export function decodeBloomRecord(record: Uint8Array, fingerprint: bigint): AnyFilter {
+export function decodeBloomRecord(record: Uint8Array, fingerprint: bigint): BloomRecord {
   const r = new Reader(record);
   const stored = r.u64("record fingerprint");
   const length = r.u32("filter length");
@@ -239,26 +260,50 @@ export function decodeBloomRecord(record: Uint8Array, fingerprint: bigint): AnyF
       `record of ${stored.toString(16)}, wanted ${fingerprint.toString(16)}`,
     );
   }
-  if (length !== r.left)
+  const trailer = r.left - length;
+  if (trailer !== 0 && trailer !== RECORD_TRAILER_BYTES)
     throw new IndexError(
       length > r.left ? "truncated" : "corrupt",
       `filter of ${length} bytes, ${r.left} in the record`,
     );
+  let filter: AnyFilter;
   try {
-    return deserializeFilter(r.bytesView(length, "filter"));
+    filter = deserializeFilter(r.bytesView(length, "filter"));
   } catch (error) {
     if (!(error instanceof BloomError)) throw error;
     const wrapped = new IndexError("corrupt", error.message);
     wrapped.cause = error;
     throw wrapped;
   }
+  if (trailer === 0) return { filter, ngrams: undefined };
+  const settings = r.bytesView(4, "n-gram settings");
+  if (r.u32("n-gram settings checksum") !== crc32c(settings))
+    throw new IndexError("bad_checksum", "n-gram settings");
+  const [ngramLength, skip, reserved0, reserved1] = settings as unknown as [
+    number,
+    number,
+    number,
+    number,
+  ];
+  if ((reserved0 | reserved1) !== 0) throw new IndexError("corrupt", "reserved record bytes");
+  if (ngramLength === 0) {
+    if (skip !== 0) throw new IndexError("corrupt", `n-gram skip ${skip} without a length`);
+    return { filter, ngrams: undefined };
+  }
+  const ngrams = { length: ngramLength, skip };
+  try {
+    checkNgramOptions(ngrams);
+  } catch {
+    throw new IndexError("corrupt", `n-gram length ${ngramLength}, skip ${skip}`);
+  }
+  return { filter, ngrams };
 }
 
 /** A whole decoded block. */
 export interface DecodedBloomBlock {
   readonly entries: readonly BloomBlockEntry[];
-  /** The filters, in the order of `entries`. */
-  readonly filters: readonly AnyFilter[];
+  /** The records, in the order of `entries`. */
+  readonly records: readonly BloomRecord[];
 }
 
 /** Decodes and checks a whole block: header, footer, index and every record. */
@@ -268,10 +313,10 @@ export function decodeBloomBlock(bytes: Uint8Array): DecodedBloomBlock {
     throw new IndexError("truncated", `a bloom block of ${bytes.length} bytes`);
   if (header.u32("magic") !== MAGIC) throw new IndexError("bad_magic", "bloom block header");
   const version = header.u8("version");
-  if (version !== BLOOM_BLOCK_VERSION) {
+  if (!READABLE.has(version)) {
     throw new IndexError(
       "unsupported_version",
-      `bloom block ${version}, this code reads ${BLOOM_BLOCK_VERSION}`,
+      `bloom block ${version}, this code reads 1 and ${BLOOM_BLOCK_VERSION}`,
     );
   }
   if ((header.u8("reserved") | header.u16("reserved")) !== 0)
@@ -282,10 +327,10 @@ export function decodeBloomBlock(bytes: Uint8Array): DecodedBloomBlock {
   );
   const index = bytes.subarray(footer.indexOffset, footer.indexOffset + footer.indexLength);
   const entries = decodeBloomBlockIndex(index, footer);
-  const filters = entries.map((e) =>
+  const records = entries.map((e) =>
     decodeBloomRecord(bytes.subarray(e.offset, e.offset + e.length), e.fingerprint),
   );
-  return { entries, filters };
+  return { entries, records };
 }
 
 /** What reading blooms needs of an object store (`@sieve/storage`'s `ObjectStore` fits). */
@@ -305,7 +350,7 @@ export interface BloomRecordLocation {
 
 /** What reading one series' bloom found. The gateway treats everything but `ok` as "may match". */
 export type SeriesBloomResult =
-  | { readonly status: "ok"; readonly filter: AnyFilter }
+  | ({ readonly status: "ok" } & BloomRecord)
   /** The block has no bloom for the series. */
   | { readonly status: "absent" }
   /** The bytes were damaged; `error` says how. */
@@ -325,7 +370,7 @@ export async function readSeriesBloom(
     if (record.length !== location.length) {
       throw new IndexError("truncated", `read ${record.length} of ${location.length} bytes`);
     }
-    return { status: "ok", filter: decodeBloomRecord(record, fingerprint) };
+    return { status: "ok", ...decodeBloomRecord(record, fingerprint) };
   } catch (error) {
     if (error instanceof IndexError) return { status: "corrupt", error };
     throw error;

@@ -58,6 +58,8 @@ export type SeriesBloom =
        */
       readonly filter: PartitionedBloomFilter | ScalableBloomFilter;
       readonly chunks: readonly CoveredChunk[];
+      /** The line n-grams the filter holds besides metadata tokens; none when undefined. */
+      readonly ngrams: NgramOptions | undefined;
     }
   | {
       /** No bloom: every covered chunk "may match". */
@@ -159,6 +161,14 @@ export class SeriesBloomBuilder {
     this.cache.clear();
   }
 
+  /**
+   * Distinct tokens of the open head chunk held in memory: its token set, or the cache of
+   * recent tokens once the set overflowed.
+   */
+  get heldTokens(): number {
+    return this.head?.size ?? this.cache.size;
+  }
+
   /** Chunks cut and not yet finished. */
   get pendingChunks(): number {
     return this.cut_.length;
@@ -203,7 +213,7 @@ export class SeriesBloomBuilder {
     const chunks = cut.map(({ chunk, tokens }) =>
       covered(chunk, prefixAll && tokens !== undefined),
     );
-    return { status: "ok", filter, chunks };
+    return { status: "ok", filter, chunks, ngrams: this.ngrams };
   }
 
   /**

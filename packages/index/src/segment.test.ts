@@ -50,7 +50,13 @@ const sample: IndexSegment = {
     {
       fingerprint: 2n ** 64n - 1n,
       labels: '{app="ünïcode"}',
-      bloom: { kind: "block", key: "team-a/blooms/y", offset: 1 << 30, length: 4 },
+      bloom: {
+        kind: "block",
+        key: "team-a/blooms/y",
+        offset: 1 << 30,
+        length: 4,
+        ngrams: { length: 4, skip: 1 },
+      },
       chunks: [chunkAt(at(D, 6), at(D, 6))],
     },
   ],
@@ -67,7 +73,38 @@ describe("index segments", () => {
     expect(decoded.series[2]).toEqual(sample.series[2]);
   });
 
+  it("reads a version 1 segment, as written before blooms recorded line n-grams", () => {
+    const v1 = Buffer.from(
+      "53564958010000000100000074844d0000010000000a000000742f626c6f6f6d732f78010000000900000000" +
+        "000000070000007b613d2262227d0100000000080000000000000028000000010000000000bcaf4f34cb1700" +
+        "ca56eb4f34cb17070000006400000003000000006d53a1fd",
+      "hex",
+    );
+    expect(v1[4]).toBe(1);
+    const [series] = decodeSegment(v1).series;
+    expect(series!.bloom).toEqual({ kind: "block", key: "t/blooms/x", offset: 8, length: 40 });
+    expect(series!.chunks[0]!.checksum).toBe(7);
+  });
+
   it.each<[string, IndexSegment]>([
+    [
+      "n-grams of length 0",
+      {
+        ...sample,
+        series: [
+          {
+            ...sample.series[0]!,
+            bloom: {
+              kind: "block",
+              key: "k",
+              offset: 0,
+              length: 1,
+              ngrams: { length: 0, skip: 0 },
+            },
+          },
+        ],
+      },
+    ],
     ["duplicate series", { ...sample, series: [sample.series[0]!, sample.series[0]!] }],
     ["a series without chunks", { ...sample, series: [{ ...sample.series[0]!, chunks: [] }] }],
     [

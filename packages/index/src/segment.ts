@@ -1,9 +1,9 @@
 /*
- * Index segment, version 1: one tenant's series and chunk refs for one UTC day, written by
+ * Index segment, version 2: one tenant's series and chunk refs for one UTC day, written by
  * an ingester at each flush, after the chunks and bloom blocks it points to. All integers
  * little-endian; docs/formats.md ("Index segments") is the same layout for other readers.
  *
- *   u32 magic "SVIX", u8 version = 1, 3 reserved zero bytes
+ *   u32 magic "SVIX", u8 version = 2, 3 reserved zero bytes
  *   text tenant (u32 byte length, UTF-8; 1–256 bytes)
  *   u32 day: days since 1970-01-01 (UTC)
  *   u32 bloom block count, then each block's object key as text (1–1024 bytes)
@@ -11,7 +11,9 @@
  *     u64 fingerprint
  *     text labels (the canonical label string, at most 65536 bytes)
  *     u8 bloom kind: 0 missing, then u8 reason (1 too_large, 2 incomplete, 3 disabled);
- *                    1 in a block, then u32 block number, u64 record offset, u32 record length
+ *                    1 in a block, then u32 block number, u64 record offset, u32 record length;
+ *                    2 (version 2) in a block with line n-grams: as 1, then u8 n-gram
+ *                    length and u8 skip, as the bloom block's record has them
  *     u32 chunk count (≥ 1), then per chunk: i64 from, i64 through (ns, from ≤ through),
  *       u32 checksum, u32 size in bytes, u32 entry count, u8 flags (bit 0: the chunk's
  *       prefixed tokens are in the series' bloom; other bits zero)
@@ -26,11 +28,12 @@ import { crc32c } from "@sieve/kit";
 import { Reader, Writer } from "./binary.js";
 import type { MissingReason } from "./builder.js";
 import { IndexError } from "./errors.js";
+import { checkNgramOptions, type NgramOptions } from "./tokens.js";
 
 /** "SVIX" read as a little-endian u32. */
 const MAGIC = 0x58495653;
-/** The only segment version this code writes and reads. */
-export const SEGMENT_VERSION = 1;
+/** The segment version this code writes; it also reads version 1 (no bloom kind 2). */
+export const SEGMENT_VERSION = 2;
 const MAX_TENANT_BYTES = 256;
 const MAX_KEY_BYTES = 1024;
 const MAX_LABELS_BYTES = 65536;
@@ -53,6 +56,11 @@ export type BloomLocation =
       /** The series' record in the block: one range request. */
       readonly offset: number;
       readonly length: number;
+      /**
+       * The line n-grams the bloom holds, as its record says (a querier sends line tests
+       * only for blooms that have them); none when absent.
+       */
+      readonly ngrams?: NgramOptions | undefined;
     }
   /** No bloom: every chunk of the series in this segment "may match". */
   | { readonly kind: "missing"; readonly reason: MissingReason };
@@ -188,10 +196,16 @@ export function encodeSegment(segment: IndexSegment): Uint8Array {
     out.u64(s.fingerprint);
     out.text(s.labels);
     if (s.bloom.kind === "block") {
-      out.u8(1);
+      const { ngrams } = s.bloom;
+      if (ngrams !== undefined) checkNgramOptions(ngrams);
+      out.u8(ngrams === undefined ? 1 : 2);
       out.u32(blocks.get(s.bloom.key)!);
       out.offset(s.bloom.offset);
       out.u32(s.bloom.length);
+      if (ngrams !== undefined) {
+        out.u8(ngrams.length);
+        out.u8(ngrams.skip);
+      }
     } else {
       out.u8(0);
       out.u8(REASON_CODES[s.bloom.reason]);
@@ -221,10 +235,10 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
   const r = new Reader(bytes, 0, bytes.length - 4);
   if (r.u32("magic") !== MAGIC) throw new IndexError("bad_magic", "index segment");
   const version = r.u8("version");
-  if (version !== SEGMENT_VERSION) {
+  if (version !== 1 && version !== SEGMENT_VERSION) {
     throw new IndexError(
       "unsupported_version",
-      `index segment ${version}, this code reads ${SEGMENT_VERSION}`,
+      `index segment ${version}, this code reads 1 and ${SEGMENT_VERSION}`,
     );
   }
   const stored = new DataView(bytes.buffer, bytes.byteOffset + bytes.length - 4, 4).getUint32(
@@ -264,7 +278,7 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
     const labels = r.text("labels", MAX_LABELS_BYTES);
     const kind = r.u8("bloom kind");
     let bloom: BloomLocation;
-    if (kind === 1) {
+    if (kind === 1 || (kind === 2 && version >= 2)) {
       const block = r.u32("bloom block");
       const offset = r.offset("bloom offset");
       const length = r.u32("bloom length");
@@ -273,6 +287,15 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
         throw new IndexError("corrupt", `bloom block ${block} of ${blocks.length}`);
       used.add(block);
       bloom = { kind: "block", key, offset, length };
+      if (kind === 2) {
+        const ngrams = { length: r.u8("n-gram length"), skip: r.u8("n-gram skip") };
+        try {
+          checkNgramOptions(ngrams);
+        } catch {
+          throw new IndexError("corrupt", `n-gram length ${ngrams.length}, skip ${ngrams.skip}`);
+        }
+        bloom = { ...bloom, ngrams };
+      }
     } else if (kind === 0) {
       const code = r.u8("missing reason");
       const reason = REASONS.get(code);

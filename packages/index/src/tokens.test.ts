@@ -1,6 +1,15 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { IndexError } from "./errors.js";
-import { chunkPrefix, chunkTokens, lineNgrams, prefixToken, seriesTokens } from "./tokens.js";
+import {
+  chunkPrefix,
+  chunkTokens,
+  forEachNgram,
+  lineNgrams,
+  literalNgrams,
+  prefixToken,
+  seriesTokens,
+} from "./tokens.js";
 
 const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString("hex");
 
@@ -57,5 +66,56 @@ describe("lineNgrams", () => {
     [65, 0],
   ])("rejects n=%d skip=%d", (length, skip) => {
     expect(() => lineNgrams("abc", { length, skip })).toThrow(IndexError);
+  });
+});
+
+describe("literalNgrams (the read side of the one tokenizer)", () => {
+  it.each([
+    ["abcdef", 3, 0, [["abc", "bcd", "cde", "def"]]],
+    // Loki's orTest example: n=3, skip=1, "foobar" → ("foo" && "oba") || ("oob" && "bar").
+    [
+      "foobar",
+      3,
+      1,
+      [
+        ["foo", "oba"],
+        ["oob", "bar"],
+      ],
+    ],
+    ["a😀bc", 2, 1, [["a😀", "bc"], ["😀b"]]],
+    ["abcd", 3, 2, undefined],
+    ["ab", 3, 0, undefined],
+    ["x\uD800y", 2, 0, undefined],
+    ["\uDE00abc", 2, 0, undefined],
+  ])("%j n=%d skip=%d", (literal, length, skip, expected) => {
+    expect(literalNgrams(literal, { length, skip })).toEqual(expected);
+  });
+
+  // Code points from several planes, and lone surrogates, which a line may hold.
+  const unit = fc.constantFrom("a", "b", "c", " ", "é", "✓", "😀", "𝄞", "\uD800", "\uDC00");
+  it("every n-gram list a substring of a line offers is whole in the line's tokens, for one offset (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(unit, { maxLength: 40 }),
+        fc.integer({ min: 3, max: 8 }),
+        fc.integer({ min: 0, max: 3 }),
+        fc.nat(),
+        fc.nat(),
+        (points, length, skip, a, b) => {
+          const line = points.join("");
+          const written = new Set<string>();
+          forEachNgram(line, { length, skip }, (gram) => written.add(gram));
+          // A substring by UTF-16 units, as `|=` matches: it may cut a pair.
+          const start = line.length === 0 ? 0 : a % line.length;
+          const literal = line.slice(start, start + (b % (line.length - start + 1)));
+          const lists = literalNgrams(literal, { length, skip });
+          if (lists === undefined) return;
+          expect(lists).toHaveLength(skip + 1);
+          for (const list of lists) expect(list.length).toBeGreaterThan(0);
+          expect(lists.some((list) => list.every((gram) => written.has(gram)))).toBe(true);
+        },
+      ),
+      { numRuns: 5000 },
+    );
   });
 });

@@ -119,6 +119,38 @@ export function forEachNgram(
   }
 }
 
+/** A lone surrogate: a UTF-16 unit no code point of its own. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The read side of {@link forEachNgram}: what the tokens of any line holding `literal`
+ * include. A line's n-grams start every skip+1 code points from the line's start, and the
+ * literal may sit at any code point p, so there is one list per offset o in 0..skip: the
+ * n-grams of the literal from its code point o on, every skip+1 (Loki's "or" of offsets).
+ * A line holding the literal at p produced every n-gram of the list whose o + p is a
+ * multiple of skip+1. The line may match when every n-gram of some list is in its bloom.
+ *
+ * Undefined, "cannot tell", when a list would be empty (the literal has fewer than length
+ * + skip code points), or when the literal holds a lone surrogate: a UTF-16 substring can
+ * cut a pair the line's tokenizer kept whole. Without one, the literal's code points are
+ * the line's wherever it occurs.
+ */
+export function literalNgrams(literal: string, options: NgramOptions): string[][] | undefined {
+  const { length, skip } = options;
+  if (LONE_SURROGATE.test(literal)) return undefined;
+  const points = Array.from(literal);
+  if (points.length < length + skip) return undefined;
+  const lists: string[][] = [];
+  let rest = literal;
+  for (let o = 0; o <= skip; o++) {
+    const list: string[] = [];
+    forEachNgram(rest, options, (gram) => list.push(gram));
+    lists.push(list);
+    rest = rest.slice(points[o]!.length);
+  }
+  return lists;
+}
+
 /** The n-grams of `line`, in order (see {@link forEachNgram}). */
 export function lineNgrams(line: string, options: NgramOptions): string[] {
   checkNgramOptions(options);

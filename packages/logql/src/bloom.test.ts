@@ -1,6 +1,6 @@
 /**
- * Bloom-test extraction: a table of testable, untestable and partly testable queries, the
- * regex simplifier, n-gram line tests, and the property the product rests on: an entry that
+ * Bloom-test extraction: a table of testable, untestable and partly testable queries (line
+ * filters among them), the regex simplifier, and the property the product rests on: an entry that
  * passes a query's pipeline always passes the query's bloom test against a bloom holding
  * that entry's tokens (no false negatives).
  */
@@ -10,16 +10,15 @@ import {
   type BloomTest,
   chunkFilters,
   evaluateBloomTest,
-  evaluateLineTest,
   extractBloomTests,
-  extractLineFilterTests,
-  ngrams,
+  withoutLineTests,
 } from "./bloom.js";
 import { parseExpr } from "./index.js";
 import { compilePipeline } from "./pipeline.js";
 import { regexLiterals } from "./simplify.js";
 
 const kv = (name: string, value: string): BloomTest => ({ kind: "kv", name, value });
+const line = (literal: string): BloomTest => ({ kind: "line", literal });
 const ALL: BloomTest = { kind: "all" };
 const S = '{app="api"}';
 
@@ -42,7 +41,35 @@ const cases: [string, BloomTest][] = [
     `${S} | trace_id="abc" or user="u1"`,
     { kind: "or", children: [kv("trace_id", "abc"), kv("user", "u1")] },
   ],
-  [`${S} |= "x" | trace_id="abc"`, kv("trace_id", "abc")],
+  [`${S} |= "x" | trace_id="abc"`, { kind: "and", children: [line("x"), kv("trace_id", "abc")] }],
+  // Line filters: literals a line must contain, tested with the n-grams a bloom records.
+  [`${S} |= "needle"`, line("needle")],
+  [`${S} |= "needle" != "hay" !~ "x" !> "<_>y"`, line("needle")],
+  [`${S} |= "needle" or "pins"`, { kind: "or", children: [line("needle"), line("pins")] }],
+  [`${S} |= "needle" or ""`, ALL],
+  [`${S} |= ip("10.0.0.1")`, ALL],
+  [`${S} |~ "error|fatal"`, { kind: "or", children: [line("error"), line("fatal")] }],
+  [`${S} |~ "^GET /(a|b)"`, { kind: "or", children: [line("GET /a"), line("GET /b")] }],
+  [`${S} |~ "(?i)error"`, ALL],
+  [`${S} |~ "err.*"`, ALL],
+  [`${S} |~ "a?"`, ALL],
+  [`${S} |> "<_> GET /api <_> ok"`, { kind: "and", children: [line(" GET /api "), line(" ok")] }],
+  [`${S} |= "a" |= "b"`, { kind: "and", children: [line("a"), line("b")] }],
+  [`${S} | line_format "x" |= "needle"`, ALL],
+  [`${S} | decolorize |= "needle"`, ALL],
+  [`${S} |= "a" | json |= "needle"`, line("a")],
+  [`${S} | logfmt |= "needle" | trace_id="abc"`, ALL],
+  [
+    `${S} |= "needle" | trace_id="abc" or user="u"`,
+    {
+      kind: "and",
+      children: [
+        line("needle"),
+        { kind: "or", children: [kv("trace_id", "abc"), kv("user", "u")] },
+      ],
+    },
+  ],
+  [`count_over_time(${S} |= "needle" [5m])`, line("needle")],
   [`${S} | line_format "{{.a}}" | trace_id="abc"`, kv("trace_id", "abc")],
   [`${S} | decolorize | trace_id="abc"`, kv("trace_id", "abc")],
   [
@@ -113,6 +140,17 @@ describe("extractBloomTests", () => {
     expect(extractBloomTests(parseExpr(q))).toEqual(want);
   });
 
+  it("reads line leaves as `all` without n-grams, and keeps a test without them as it is", () => {
+    const t = extractBloomTests(parseExpr(`${S} |= "needle" | trace_id="abc" or user="u"`));
+    expect(withoutLineTests(t)).toEqual({
+      kind: "or",
+      children: [kv("trace_id", "abc"), kv("user", "u")],
+    });
+    expect(withoutLineTests(extractBloomTests(parseExpr(`${S} |~ "a|b"`)))).toEqual(ALL);
+    const metadata = extractBloomTests(parseExpr(`${S} | trace_id="abc"`));
+    expect(withoutLineTests(metadata)).toBe(metadata);
+  });
+
   it("expands a regex of up to 200 literals and gives up above", () => {
     const t = extractBloomTests(parseExpr(`${S} | id=~"[0-9][0-9]"`));
     expect(t.kind === "or" && t.children.length).toBe(100);
@@ -152,67 +190,6 @@ describe("regexLiterals", () => {
     const got = regexLiterals(re);
     expect(got === undefined ? undefined : [...got].sort()).toEqual(
       want === undefined ? undefined : [...want].sort(),
-    );
-  });
-});
-
-describe("line filter n-gram tests", () => {
-  it("extracts |= literals of at least n code points, never negative filters", () => {
-    expect(extractLineFilterTests(parseExpr(`${S} |= "needle" != "hay"`), 4)).toEqual({
-      kind: "contains",
-      literal: "needle",
-    });
-    expect(extractLineFilterTests(parseExpr(`${S} |= "abc"`), 4)).toEqual({ kind: "all" });
-    expect(extractLineFilterTests(parseExpr(`${S} |= "needle" or "ab"`), 4)).toEqual({
-      kind: "all",
-    });
-    expect(extractLineFilterTests(parseExpr(`${S} |= "needle" or "pins"`), 4)).toEqual({
-      kind: "or",
-      children: [
-        { kind: "contains", literal: "needle" },
-        { kind: "contains", literal: "pins" },
-      ],
-    });
-    expect(extractLineFilterTests(parseExpr(`${S} |~ "error|fatal"`), 4)).toEqual({
-      kind: "or",
-      children: [
-        { kind: "contains", literal: "error" },
-        { kind: "contains", literal: "fatal" },
-      ],
-    });
-    expect(extractLineFilterTests(parseExpr(`${S} | line_format "x" |= "needle"`), 4)).toEqual({
-      kind: "all",
-    });
-    expect(extractLineFilterTests(parseExpr(`${S} |> "<_> GET /api <_>"`), 4)).toEqual({
-      kind: "contains",
-      literal: " GET /api ",
-    });
-    expect(() => extractLineFilterTests(parseExpr(S), 0)).toThrow(RangeError);
-  });
-
-  it("never prunes a line that passes the filters (property)", () => {
-    const alphabet = fc.constantFrom("a", "b", "c", "d", "é", " ");
-    fc.assert(
-      fc.property(
-        fc.string({ unit: alphabet, maxLength: 30 }),
-        fc.string({ unit: alphabet, minLength: 1, maxLength: 6 }),
-        fc.integer({ min: 1, max: 4 }),
-        (line, lit, n) => {
-          const q = parseExpr(`${S} |= ${JSON.stringify(lit)}`);
-          const kept = compilePipeline(q.kind === "log" ? q.pipeline : []).process({
-            timestamp: 0n,
-            line,
-            labels: { app: "api" },
-            structuredMetadata: {},
-          });
-          const grams = new Set(ngrams(line, n));
-          if (kept !== null)
-            expect(evaluateLineTest(extractLineFilterTests(q, n), n, (g) => grams.has(g))).toBe(
-              true,
-            );
-        },
-      ),
-      { numRuns: 3000 },
     );
   });
 });

@@ -1,12 +1,19 @@
 /**
  * What a bloom filter can answer about a query, following Loki 3.4
- * (`pkg/storage/bloom/v1/bloom_tester.go`, `ExtractTestableLabelMatchers`):
+ * (`pkg/storage/bloom/v1/bloom_tester.go`, `ExtractTestableLabelMatchers`) for structured
+ * metadata and Loki 3.0 (`ExtractTestableLineFilters`) for line n-grams:
  *
  * - Label filters written with `=` before the first parser, `label_format`, `keep` or
  *   `drop` stage are tested against structured-metadata tokens `name` and `name=value`,
  *   combined as the query combines them. A regex that expands to at most 200 strings is an
  *   `or` of those; `.+` tests only that the key is present.
- * - Everything else is `all` ("keep"): `!=`, `!~`, numeric and duration comparisons,
+ * - Line filters before those stages (and before `line_format` and `decolorize`, which
+ *   change the line) are `line` leaves, a literal the line must contain: `|= "a"`, an `or`
+ *   chain of them, a `|~` regex that expands to literals (a case-insensitive one does
+ *   not), the literals of a `|>` pattern. Which of them a bloom can test depends on the
+ *   n-grams it was built with (`@sieve/index`'s `literalNgrams`): a literal too short for
+ *   them, or a bloom without n-grams, answers "may match".
+ * - Everything else is `all` ("keep"): `!=`, `!~`, `!>`, numeric and duration comparisons,
  *   unsimplifiable regexes, filters after a parser, an `or` with an untestable side, a
  *   filter on an empty value, and names that are not structured metadata (`__error__`).
  *
@@ -24,6 +31,8 @@ export type BloomTest =
   | { kind: "all" }
   | { kind: "key"; name: string }
   | { kind: "kv"; name: string; value: string }
+  /** The line contains `literal` (a line filter), testable with line n-grams. */
+  | { kind: "line"; literal: string }
   | { kind: "and"; children: BloomTest[] }
   | { kind: "or"; children: BloomTest[] };
 
@@ -58,11 +67,45 @@ export function extractBloomTests(e: Expr): BloomTest {
 
 function extractFromLog(e: LogExpr): BloomTest {
   const tests: BloomTest[] = [];
+  let lineChanged = false;
   for (const stage of e.pipeline) {
     if (LABEL_BARRIERS.has(stage.kind)) break;
+    if (stage.kind === "lineFormat" || stage.kind === "decolorize") lineChanged = true;
     if (stage.kind === "labelFilter") tests.push(fromFilter(stage.filter));
+    if (stage.kind === "lineFilter" && !lineChanged) tests.push(fromLineFilter(stage));
   }
   return and(tests);
+}
+
+/** A literal the line must contain, or `all` when it is empty. */
+function contains(literal: string): BloomTest {
+  return literal === "" ? ALL : { kind: "line", literal };
+}
+
+function fromLineFilter(stage: Extract<Stage, { kind: "lineFilter" }>): BloomTest {
+  switch (stage.op) {
+    case "|=":
+      return or(stage.terms.map((t) => (t.ip ? ALL : contains(t.value))));
+    case "|~":
+      return or(
+        stage.terms.map((t) => {
+          const lits = regexLiterals(t.value);
+          return lits === undefined || lits.length === 0 ? ALL : or(lits.map(contains));
+        }),
+      );
+    case "|>":
+      return or(
+        stage.terms.map((t) => {
+          const parts = parsePattern(t.value, false).parts;
+          return and(parts.flatMap((part) => ("lit" in part ? [contains(part.lit)] : [])));
+        }),
+      );
+    case "!=":
+    case "!~":
+    case "!>":
+      // A bloom says what may be present, never what is absent.
+      return ALL;
+  }
 }
 
 function fromFilter(f: LabelFilter): BloomTest {
@@ -110,6 +153,27 @@ function or(children: BloomTest[]): BloomTest {
   return kept.length === 1 ? kept[0]! : { kind: "or", children: kept };
 }
 
+/**
+ * The test with its line leaves read as "may match": what a bloom without line n-grams can
+ * answer. The same object when the test has none.
+ */
+export function withoutLineTests(test: BloomTest): BloomTest {
+  switch (test.kind) {
+    case "line":
+      return ALL;
+    case "and":
+    case "or": {
+      const children = test.children.map(withoutLineTests);
+      if (children.every((c, i) => c === test.children[i])) return test;
+      return test.kind === "and" ? and(children) : or(children);
+    }
+    case "all":
+    case "key":
+    case "kv":
+      return test;
+  }
+}
+
 /** The token a bloom holds for a structured-metadata pair (the key alone is the name). */
 export function kvToken(name: string, value: string): string {
   return `${name}=${value}`;
@@ -134,10 +198,14 @@ export function evaluateBloomTest(
   );
 }
 
-/** What a metadata test asks of a set of entries: may one have this name, this pair? */
+/**
+ * What a bloom test asks of a set of entries: may one have this name, this pair, a line
+ * containing this literal? Without `line`, a line leaf may match.
+ */
 export interface MetadataOracle {
   key(name: string): boolean;
   pair(name: string, value: string): boolean;
+  line?(literal: string): boolean;
 }
 
 /**
@@ -159,6 +227,8 @@ export function evaluateMetadataTest(
       return (
         (streamLabels !== undefined && test.name in streamLabels) || may.pair(test.name, test.value)
       );
+    case "line":
+      return may.line === undefined || may.line(test.literal);
     case "and":
       return test.children.every((c) => evaluateMetadataTest(c, may, streamLabels));
     case "or":
@@ -226,113 +296,4 @@ export function chunkFilters(
       return evaluateMetadataTest(test, inEntry, streamLabels);
     },
   };
-}
-
-// ---------------------------------------------------------------------------------------
-// Line n-grams
-
-/** A line-filter test for n-gram blooms: `contains` holds when every n-gram of the literal is present. */
-export type LineTest =
-  | { kind: "all" }
-  | { kind: "contains"; literal: string }
-  | { kind: "and"; children: LineTest[] }
-  | { kind: "or"; children: LineTest[] };
-
-/**
- * The n-grams of `text` (by code point, every offset): the tokens an ingester adds to a
- * line bloom and the lookups {@link evaluateLineTest} makes. Shorter text has none.
- */
-export function ngrams(text: string, n: number): string[] {
-  const cps = Array.from(text);
-  const out: string[] = [];
-  for (let i = 0; i + n <= cps.length; i++) out.push(cps.slice(i, i + n).join(""));
-  return out;
-}
-
-/**
- * The line-filter test of a query for n-gram blooms of size `n`: `|=` literals of at least
- * `n` code points (an `or` chain only when every operand qualifies), `|~` regexes that
- * expand to such literals, and `|>` pattern literals. Negative filters never prune, and
- * filters after `line_format` or `decolorize` see another line than the one stored.
- */
-export function extractLineFilterTests(e: Expr, n: number): LineTest {
-  if (!Number.isInteger(n) || n < 1)
-    throw new RangeError(`n-gram size must be a positive integer, got ${n}`);
-  const sels = logSelectors(e);
-  if (sels.length === 0) return { kind: "all" };
-  return lineOr(sels.map((s) => lineFromLog(s, n)));
-}
-
-function lineFromLog(e: LogExpr, n: number): LineTest {
-  const tests: LineTest[] = [];
-  const long = (s: string): boolean => Array.from(s).length >= n;
-  for (const stage of e.pipeline) {
-    if (stage.kind === "lineFormat" || stage.kind === "decolorize") break;
-    if (stage.kind !== "lineFilter") continue;
-    if (stage.op === "|=") {
-      tests.push(
-        lineOr(
-          stage.terms.map((t): LineTest =>
-            t.ip || !long(t.value) ? { kind: "all" } : { kind: "contains", literal: t.value },
-          ),
-        ),
-      );
-    } else if (stage.op === "|~") {
-      tests.push(
-        lineOr(
-          stage.terms.map((t): LineTest => {
-            const lits = regexLiterals(t.value);
-            if (lits === undefined || lits.length === 0 || !lits.every(long))
-              return { kind: "all" };
-            return lineOr(lits.map((literal) => ({ kind: "contains", literal })));
-          }),
-        ),
-      );
-    } else if (stage.op === "|>") {
-      tests.push(
-        lineOr(
-          stage.terms.map((t): LineTest => {
-            const p = parsePattern(t.value, false);
-            const lits = p.parts.flatMap((part) =>
-              "lit" in part && long(part.lit) ? [part.lit] : [],
-            );
-            return lineAnd(lits.map((literal) => ({ kind: "contains", literal })));
-          }),
-        ),
-      );
-    }
-  }
-  return lineAnd(tests);
-}
-
-function lineAnd(children: LineTest[]): LineTest {
-  const kept = children.flatMap((c) =>
-    c.kind === "all" ? [] : c.kind === "and" ? c.children : [c],
-  );
-  if (kept.length === 0) return { kind: "all" };
-  return kept.length === 1 ? kept[0]! : { kind: "and", children: kept };
-}
-
-function lineOr(children: LineTest[]): LineTest {
-  if (children.some((c) => c.kind === "all") || children.length === 0) return { kind: "all" };
-  const kept = children.flatMap((c) => (c.kind === "or" ? c.children : [c]));
-  return kept.length === 1 ? kept[0]! : { kind: "or", children: kept };
-}
-
-/** Evaluates a line test against an n-gram bloom (`has` as for {@link evaluateBloomTest}). */
-export function evaluateLineTest(
-  test: LineTest,
-  n: number,
-  has: (token: string) => boolean,
-): boolean {
-  switch (test.kind) {
-    case "all":
-      return true;
-    case "contains":
-      return ngrams(test.literal, n).every(has);
-    case "and":
-      return test.children.every((c) => evaluateLineTest(c, n, has));
-    case "or":
-      return test.children.some((c) => evaluateLineTest(c, n, has));
-  }
 }

@@ -59,7 +59,8 @@ export const gatewayDescriptor = {
                         "KIND_KEY": 1,
                         "KIND_KV": 2,
                         "KIND_AND": 3,
-                        "KIND_OR": 4
+                        "KIND_OR": 4,
+                        "KIND_LINE": 5
                       }
                     }
                   }
@@ -192,6 +193,10 @@ export const gatewayDescriptor = {
                     "chunksPruned": {
                       "type": "uint32",
                       "id": 4
+                    },
+                    "chunksPrunedByLine": {
+                      "type": "uint32",
+                      "id": 8
                     },
                     "blocksRead": {
                       "type": "uint32",

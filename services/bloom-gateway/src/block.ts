@@ -1,4 +1,3 @@
-import type { AnyFilter } from "@sieve/bloom";
 import {
   BLOOM_BLOCK_FOOTER_BYTES,
   decodeBloomBlockFooter,
@@ -6,7 +5,7 @@ import {
   decodeBloomRecord,
   IndexError,
 } from "@sieve/index";
-import type { BloomRecordLocation } from "@sieve/index";
+import type { BloomRecord, BloomRecordLocation } from "@sieve/index";
 
 /** Bytes counted for each record of a cached block besides its bits: map entries, filter object. */
 const RECORD_OVERHEAD_BYTES = 200;
@@ -34,7 +33,7 @@ export class LoadedBlock {
   private raw: Uint8Array | undefined;
   private readonly records: Map<number, RecordEntry>;
   /** A record's decoded filter, or why it could not be decoded (damage is permanent). */
-  private readonly decoded = new Map<number, AnyFilter | IndexError>();
+  private readonly decoded = new Map<number, BloomRecord | IndexError>();
   private decodedBytes = 0;
 
   private constructor(bytes: Uint8Array, records: Map<number, RecordEntry>) {
@@ -75,15 +74,15 @@ export class LoadedBlock {
   }
 
   /**
-   * The filter of `fingerprint` at `location` (the offset and length an index segment
+   * The bloom of `fingerprint` at `location` (the offset and length an index segment
    * stores), decoding it on first use; `decodedNow` is true when this call decoded it (the
    * block grew). Throws a {@link BlockRecordError} when the location names no record of the
    * block, the record is another series', or its bytes are damaged.
    */
-  filter(
+  record(
     location: BloomRecordLocation,
     fingerprint: bigint,
-  ): { filter: AnyFilter; decodedNow: boolean } {
+  ): { bloom: BloomRecord; decodedNow: boolean } {
     const entry = this.records.get(location.offset);
     if (entry === undefined || entry.length !== location.length) {
       throw new BlockRecordError(
@@ -102,16 +101,16 @@ export class LoadedBlock {
       decodedNow = true;
     }
     if (got instanceof IndexError) throw new BlockRecordError(got.message, { cause: got });
-    return { filter: got, decodedNow };
+    return { bloom: got, decodedNow };
   }
 
-  private decode(offset: number, entry: RecordEntry): AnyFilter | IndexError {
+  private decode(offset: number, entry: RecordEntry): BloomRecord | IndexError {
     // Present until every record is decoded, and this one is not yet.
     const raw = this.raw!;
-    let got: AnyFilter | IndexError;
+    let got: BloomRecord | IndexError;
     try {
       got = decodeBloomRecord(raw.subarray(offset, offset + entry.length), entry.fingerprint);
-      this.decodedBytes += got.byteLength;
+      this.decodedBytes += got.filter.byteLength;
     } catch (error) {
       if (!(error instanceof IndexError)) throw error;
       got = error;

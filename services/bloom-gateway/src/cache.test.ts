@@ -57,12 +57,12 @@ describe("BloomCache", () => {
             const loc = series.bloom as { key: string; offset: number; length: number };
             calls++;
             batch.push(
-              cache.get(loc, series.fingerprint).then(({ filter }) => {
+              cache.get(loc, series.fingerprint).then(({ bloom }) => {
                 const expected = decodeBloomRecord(
                   block.bytes.subarray(loc.offset, loc.offset + loc.length),
                   series.fingerprint,
                 );
-                expect(filter).toEqual(expected);
+                expect(bloom).toEqual(expected);
               }),
             );
             if (!together[i % together.length]!) {

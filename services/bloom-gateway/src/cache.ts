@@ -1,6 +1,5 @@
-import type { AnyFilter } from "@sieve/bloom";
 import { IndexError, readSeriesBloom } from "@sieve/index";
-import type { BloomBlockStore, BloomRecordLocation } from "@sieve/index";
+import type { BloomBlockStore, BloomRecord, BloomRecordLocation } from "@sieve/index";
 import { StorageError, isNotFound } from "@sieve/storage";
 import { LRUCache } from "lru-cache";
 import { BlockRecordError, LoadedBlock } from "./block.js";
@@ -79,7 +78,7 @@ const MIN_BLOCK_BYTES = 40;
 /** A cache entry: a whole block, or one series' bloom read alone on the fallback path. */
 type Entry =
   | { readonly kind: "block"; readonly block: LoadedBlock }
-  | { readonly kind: "record"; readonly filter: AnyFilter };
+  | { readonly kind: "record"; readonly bloom: BloomRecord };
 
 /** What loading a block found: the block, or that its series are read record by record. */
 type BlockLoad = LoadedBlock | "records";
@@ -110,7 +109,7 @@ function readError(error: unknown): BloomReadError {
 export class BloomCache {
   private readonly lru: LRUCache<string, Entry>;
   private readonly pending = new Map<string, Promise<BlockLoad>>();
-  private readonly pendingRecords = new Map<string, Promise<AnyFilter>>();
+  private readonly pendingRecords = new Map<string, Promise<BloomRecord>>();
   private readonly byRecord = new LRUCache<string, FallbackReason>({ max: FALLBACK_KEYS });
   private readonly blockLimit: number;
   private hits = 0;
@@ -128,7 +127,9 @@ export class BloomCache {
     this.lru = new LRUCache<string, Entry>({
       maxSize: options.maxBytes,
       sizeCalculation: (entry) =>
-        entry.kind === "block" ? entry.block.bytes : entry.filter.byteLength + ENTRY_OVERHEAD_BYTES,
+        entry.kind === "block"
+          ? entry.block.bytes
+          : entry.bloom.filter.byteLength + ENTRY_OVERHEAD_BYTES,
       dispose: (_value, _key, reason) => {
         if (reason === "evict") this.evictions++;
       },
@@ -142,13 +143,13 @@ export class BloomCache {
   async get(
     location: BloomRecordLocation,
     fingerprint: bigint,
-  ): Promise<{ filter: AnyFilter; source: CacheSource }> {
+  ): Promise<{ bloom: BloomRecord; source: CacheSource }> {
     if (this.byRecord.has(location.key)) return this.getRecord(location, fingerprint);
     const blockKey = `b\n${location.key}`;
     const cached = this.lru.get(blockKey);
     if (cached?.kind === "block") {
       this.hits++;
-      return { filter: this.cut(blockKey, cached.block, location, fingerprint), source: "hit" };
+      return { bloom: this.cut(blockKey, cached.block, location, fingerprint), source: "hit" };
     }
     let load = this.pending.get(location.key);
     let source: CacheSource = "inflight";
@@ -178,7 +179,7 @@ export class BloomCache {
     // On the fallback path the record read is what serves the call, and what is counted.
     if (loaded === "records") return this.getRecord(location, fingerprint);
     count();
-    return { filter: this.cut(blockKey, loaded, location, fingerprint), source };
+    return { bloom: this.cut(blockKey, loaded, location, fingerprint), source };
   }
 
   /** The cache's counters now. */
@@ -200,16 +201,16 @@ export class BloomCache {
     this.lru.clear();
   }
 
-  /** Cuts one series' filter from a held block, and resizes the block's entry when it grew. */
+  /** Cuts one series' bloom from a held block, and resizes the block's entry when it grew. */
   private cut(
     blockKey: string,
     block: LoadedBlock,
     location: BloomRecordLocation,
     fingerprint: bigint,
-  ): AnyFilter {
+  ): BloomRecord {
     let got;
     try {
-      got = block.filter(location, fingerprint);
+      got = block.record(location, fingerprint);
     } catch (error) {
       if (!(error instanceof BlockRecordError)) throw error;
       throw new BloomReadError("corrupt_bloom", error.message, { cause: error });
@@ -221,7 +222,7 @@ export class BloomCache {
       if (held?.kind === "block" && held.block === block)
         this.lru.set(blockKey, { kind: "block", block });
     }
-    return got.filter;
+    return got.bloom;
   }
 
   private async loadBlock(key: string): Promise<BlockLoad> {
@@ -264,32 +265,35 @@ export class BloomCache {
   private async getRecord(
     location: BloomRecordLocation,
     fingerprint: bigint,
-  ): Promise<{ filter: AnyFilter; source: CacheSource }> {
+  ): Promise<{ bloom: BloomRecord; source: CacheSource }> {
     const key = `r\n${location.key}\n${location.offset}\n${location.length}\n${fingerprint}`;
     const cached = this.lru.get(key);
     if (cached?.kind === "record") {
       this.hits++;
-      return { filter: cached.filter, source: "hit" };
+      return { bloom: cached.bloom, source: "hit" };
     }
     const running = this.pendingRecords.get(key);
     if (running !== undefined) {
       this.inflight++;
-      return { filter: await running, source: "inflight" };
+      return { bloom: await running, source: "inflight" };
     }
     this.misses++;
     const read = this.loadRecord(location, fingerprint);
     this.pendingRecords.set(key, read);
     try {
-      const filter = await read;
+      const bloom = await read;
       // A record past the whole budget is answered but not kept (lru-cache refuses it).
-      this.lru.set(key, { kind: "record", filter });
-      return { filter, source: "miss" };
+      this.lru.set(key, { kind: "record", bloom });
+      return { bloom, source: "miss" };
     } finally {
       this.pendingRecords.delete(key);
     }
   }
 
-  private async loadRecord(location: BloomRecordLocation, fingerprint: bigint): Promise<AnyFilter> {
+  private async loadRecord(
+    location: BloomRecordLocation,
+    fingerprint: bigint,
+  ): Promise<BloomRecord> {
     const started = performance.now();
     const done = (outcome: "ok" | FailOpenReason) =>
       this.options.onRead?.((performance.now() - started) / 1000, outcome);
@@ -308,6 +312,6 @@ export class BloomCache {
       throw new BloomReadError("corrupt_bloom", detail);
     }
     done("ok");
-    return result.filter;
+    return { filter: result.filter, ngrams: result.ngrams };
   }
 }

@@ -4,7 +4,7 @@
  * FilterSeries a querier would send for them, with the ground truth of every chunk.
  */
 import { encodeBloomBlock, SeriesBloomBuilder } from "@sieve/index";
-import type { BloomBlockInput, BloomLocation, SegmentChunk } from "@sieve/index";
+import type { BloomBlockInput, BloomLocation, NgramOptions, SegmentChunk } from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
 import type { FilterSeries } from "@sieve/proto";
 
@@ -15,6 +15,8 @@ export type ChunkSpec = readonly Readonly<Record<string, string>>[];
 export interface SeriesSpec {
   readonly labels: Readonly<Record<string, string>>;
   readonly chunks: readonly ChunkSpec[];
+  /** The line of each entry, in the shape of `chunks`; empty lines when absent. */
+  readonly lines?: readonly (readonly string[])[];
 }
 
 /** A series as written, with what each chunk holds. */
@@ -24,6 +26,8 @@ export interface WrittenSeries extends FilterSeries {
   readonly streamLabels: Readonly<Record<string, string>>;
   /** The entries of each chunk, in the order of `chunks`. */
   readonly truth: readonly ChunkSpec[];
+  /** Their lines. */
+  readonly lines: readonly (readonly string[])[];
 }
 
 /** What a fixture store needs: put. */
@@ -43,13 +47,15 @@ function nextChecksum(): number {
 /**
  * Builds one bloom block holding every series of `specs` (one bloom a series covering all
  * its chunks), puts it at `key`, and answers the series to filter. A series whose bloom the
- * builder refuses is listed with a missing bloom, as the index would.
+ * builder refuses is listed with a missing bloom, as the index would. With `ngrams`, the
+ * builder also writes the entries' line n-grams, as an ingester with them on does.
  */
 export async function writeBlock(
   store: PutStore,
   key: string,
   specs: readonly SeriesSpec[],
   baseNs = 1_714_521_600_000_000_000n,
+  ngrams?: NgramOptions,
 ): Promise<WrittenSeries[]> {
   const inputs: BloomBlockInput[] = [];
   const pending: Omit<WrittenSeries, "bloom">[] = [];
@@ -57,11 +63,15 @@ export async function writeBlock(
   specs.forEach((spec, si) => {
     const labels = labelsString(labelsFromObject(spec.labels));
     const fp = fingerprint(labels);
-    const builder = new SeriesBloomBuilder();
+    const builder = new SeriesBloomBuilder(ngrams === undefined ? {} : { ngrams });
+    const lines = spec.chunks.map((entries, ci) =>
+      entries.map((_, ei) => spec.lines?.[ci]?.[ei] ?? ""),
+    );
     const identities = spec.chunks.map((entries, ci) => {
-      for (const sm of entries) {
-        builder.add(Object.entries(sm).map(([name, value]) => ({ name, value })));
-      }
+      entries.forEach((sm, ei) => {
+        const pairs = Object.entries(sm).map(([name, value]) => ({ name, value }));
+        builder.add(pairs, lines[ci]![ei]);
+      });
       const from = baseNs + BigInt(si) * 1_000_000_000n + BigInt(ci) * 1_000_000n;
       const chunk = { from, through: from + 999_999n, checksum: nextChecksum() };
       builder.cut(chunk);
@@ -70,7 +80,7 @@ export async function writeBlock(
     const bloom = spec.chunks.length === 0 ? undefined : builder.finish();
     const prefixed = new Map<bigint, boolean>();
     if (bloom?.status === "ok") {
-      inputs.push({ fingerprint: fp, filter: bloom.filter, chunks: bloom.chunks });
+      inputs.push({ fingerprint: fp, filter: bloom.filter, chunks: bloom.chunks, ngrams });
       for (const c of bloom.chunks) prefixed.set(c.from, c.prefixed);
     } else if (bloom !== undefined) {
       missing.set(fp, { kind: "missing", reason: bloom.reason });
@@ -80,6 +90,7 @@ export async function writeBlock(
       labels,
       streamLabels: spec.labels,
       truth: spec.chunks,
+      lines,
       chunks: identities.map((c, ci) => ({
         ...c,
         bytes: 1000 + ci,
@@ -95,16 +106,17 @@ export async function writeBlock(
     const e = located.get(p.fingerprint);
     const bloom: BloomLocation =
       e !== undefined
-        ? { kind: "block", key, offset: e.offset, length: e.length }
+        ? { kind: "block", key, offset: e.offset, length: e.length, ngrams }
         : (missing.get(p.fingerprint) ?? { kind: "missing", reason: "disabled" });
     return { ...p, bloom };
   });
 }
 
-/** Whether an entry with metadata `sm` in a stream with `labels` passes `| name="value"` filters. */
+/** Whether an entry with metadata `sm` and `line` in a stream with `labels` passes a query. */
 export type EntryPredicate = (
   sm: Readonly<Record<string, string>>,
   labels: Readonly<Record<string, string>>,
+  line: string,
 ) => boolean;
 
 /** Chunks holding an entry the predicate keeps, as `fingerprint/from` strings. */
@@ -115,7 +127,7 @@ export function matchingChunks(
   const out = new Set<string>();
   for (const s of series) {
     s.truth.forEach((entries, ci) => {
-      if (entries.some((sm) => keep(sm, s.streamLabels)))
+      if (entries.some((sm, ei) => keep(sm, s.streamLabels, s.lines[ci]![ei]!)))
         out.add(`${s.fingerprint}/${s.chunks[ci]!.from}`);
     });
   }

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { FsObjectStore } from "@sieve/storage";
 import type { BloomBlockStore } from "@sieve/index";
-import { compilePipeline, extractBloomTests, parseExpr } from "@sieve/logql";
+import { compilePipeline, extractBloomTests, parseExpr, printExpr } from "@sieve/logql";
 import type { BloomTest } from "@sieve/logql";
 import { pino } from "pino";
 import { Registry } from "prom-client";
@@ -116,6 +116,7 @@ describe("BloomGateway.filterChunkRefs", () => {
       seriesSkipped: 0,
       chunks: 12,
       chunksPruned: 0,
+      chunksPrunedByLine: 0,
       blocksRead: 0,
       cacheHits: 0,
       failedOpen: {},
@@ -507,6 +508,94 @@ const stages = fc.array(
   { minLength: 1, maxLength: 3 },
 );
 
+/** `n` series of `chunks` chunks of `lines` entries, each line naming its own order. */
+function lineHaystack(n: number, chunks: number, lines: number): SeriesSpec[] {
+  const orders = (s: number, c: number) =>
+    Array.from({ length: lines }, (_, l) => `level=info msg="order ${s}-${c}-${l} shipped"`);
+  return Array.from({ length: n }, (_, s) => ({
+    labels: { app: "shop", pod: `pod-${s}` },
+    chunks: Array.from({ length: chunks }, (_, c) =>
+      Array.from({ length: lines }, (_, l) => ({ span_id: `s-${s}-${c}-${l}` })),
+    ),
+    lines: Array.from({ length: chunks }, (_, c) => orders(s, c)),
+  }));
+}
+
+describe("line filters on n-gram blooms", () => {
+  const specs = lineHaystack(10, 6, 30);
+  const ngrams = { length: 4, skip: 0 };
+  const needle = (series: WrittenSeries[], s: number, c: number) =>
+    `${series[s]!.fingerprint}/${series[s]!.chunks[c]!.from}`;
+
+  test("a literal in one chunk keeps that chunk and prunes nearly every other, all by line", async () => {
+    const series = await writeBlock(
+      store,
+      `team-a/blooms/lines-${++blockCount}`,
+      specs,
+      undefined,
+      ngrams,
+    );
+    const res = await gateway().filterChunkRefs(request('{app="shop"} |= "order 7-3-12 "', series));
+    expect(keptChunks(res).has(needle(series, 7, 3))).toBe(true);
+    expect(res.stats.chunksPruned).toBeGreaterThanOrEqual(60 - 4);
+    expect(res.stats.chunksPrunedByLine).toBe(res.stats.chunksPruned);
+    const absent = await gateway().filterChunkRefs(
+      request('{app="shop"} |= "order 99-9-9 "', series),
+    );
+    expect(absent.stats.chunksPruned).toBeGreaterThanOrEqual(60 - 3);
+  });
+
+  test("each record's own settings are used; a bloom without n-grams or a short literal keeps all", async () => {
+    // Skip 1: the literal may sit at either parity of the line's n-grams.
+    const skipped = await writeBlock(
+      store,
+      `team-a/blooms/lines-${++blockCount}`,
+      specs,
+      undefined,
+      {
+        length: 3,
+        skip: 1,
+      },
+    );
+    const res = await gateway().filterChunkRefs(
+      request('{app="shop"} |= "der 4-5-29 sh"', skipped),
+    );
+    expect(keptChunks(res).has(needle(skipped, 4, 5))).toBe(true);
+    expect(res.stats.chunksPruned).toBeGreaterThanOrEqual(60 - 4);
+    // Three code points: fewer than length + skip (4), so it cannot be tested.
+    const short = await gateway().filterChunkRefs(request('{app="shop"} |= "4-5"', skipped));
+    expect(short.stats.chunksPruned).toBe(0);
+    const plain = await block(specs);
+    const none = await gateway().filterChunkRefs(request('{app="shop"} |= "order 7-3-12 "', plain));
+    expect(none.stats.chunksPruned).toBe(0);
+  });
+
+  test("line and metadata tests combine under and/or; what metadata alone prunes is not counted as line", async () => {
+    const series = await writeBlock(
+      store,
+      `team-a/blooms/lines-${++blockCount}`,
+      specs,
+      undefined,
+      ngrams,
+    );
+    const g = gateway();
+    const both = await g.filterChunkRefs(
+      request('{app="shop"} |= "order 7-3-12 " | span_id="s-7-3-12"', series),
+    );
+    expect(keptChunks(both).has(needle(series, 7, 3))).toBe(true);
+    expect(both.stats.chunksPruned).toBeGreaterThanOrEqual(60 - 2);
+    // The metadata test prunes these as well: none of them is the line filter's doing.
+    expect(both.stats.chunksPrunedByLine).toBeLessThanOrEqual(2);
+    const either = await g.filterChunkRefs(
+      request('{app="shop"} |~ "order 7-3-12 |order 2-1-0 " | span_id=~".+"', series),
+    );
+    const kept = keptChunks(either);
+    expect(kept.has(needle(series, 7, 3)) && kept.has(needle(series, 2, 1))).toBe(true);
+    expect(either.stats.chunksPrunedByLine).toBe(either.stats.chunksPruned);
+    expect(either.stats.chunksPruned).toBeGreaterThanOrEqual(60 - 6);
+  });
+});
+
 describe("no false negatives", () => {
   test("every chunk holding an entry the query keeps is kept", async () => {
     const g = gateway({ cacheMaxBytes: 1 << 20 });
@@ -538,5 +627,98 @@ describe("no false negatives", () => {
     );
     // The property is not vacuous: the queries did prune.
     expect(pruned).toBeGreaterThan(0);
+  });
+});
+
+describe("no false negatives with line n-grams", () => {
+  const char = fc.constantFrom("a", "b", "c", "é", "😀", " ", "-");
+  const text = (max: number) => fc.array(char, { maxLength: max }).map((cs) => cs.join(""));
+  const lineSeries = fc.record({
+    labels: fc.constant({ app: "api" }),
+    chunks: fc.array(fc.array(fc.tuple(metadata, text(24)), { minLength: 1, maxLength: 5 }), {
+      minLength: 1,
+      maxLength: 4,
+    }),
+  });
+  const regexOf = (s: string) => s.replace(/[\\.+*?()|[\]{}^$]/g, "\\$&");
+
+  test("every chunk holding a line the query keeps is kept, whatever the settings", async () => {
+    const g = gateway({ cacheMaxBytes: 1 << 20 });
+    let prunedByLine = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(lineSeries, { minLength: 1, maxLength: 4 }),
+        fc.record({ length: fc.integer({ min: 3, max: 5 }), skip: fc.integer({ min: 0, max: 2 }) }),
+        // Literals: cut from a line of the data (by index and span), or made up.
+        fc.array(fc.oneof(fc.tuple(fc.nat(), fc.nat(), fc.nat(12)), text(8)), {
+          minLength: 1,
+          maxLength: 3,
+        }),
+        fc.array(
+          fc.constantFrom(
+            "|= A",
+            "|= A or B",
+            '|~ "A|B"',
+            "!= A",
+            "| logfmt",
+            '| line_format "x"',
+            '| user="a"',
+          ),
+          {
+            minLength: 1,
+            maxLength: 3,
+          },
+        ),
+        async (raw, ngrams, picks, shapes) => {
+          const specs: SeriesSpec[] = raw.map((r, i) => ({
+            labels: { ...r.labels, pod: `p${i}` },
+            chunks: r.chunks.map((c) => c.map(([sm]) => sm)),
+            lines: r.chunks.map((c) => c.map(([, line]) => line)),
+          }));
+          const all = specs.flatMap((s) => s.lines!.flat());
+          const literals = picks.map((p) => {
+            if (typeof p === "string") return p;
+            const line = all[p[0] % all.length]!;
+            const start = line.length === 0 ? 0 : p[1] % line.length;
+            return line.slice(start, start + p[2]);
+          });
+          let k = 0;
+          const next = () => literals[k++ % literals.length]!;
+          const stages = shapes.map((shape) =>
+            shape
+              .replace('"A|B"', () => JSON.stringify(`${regexOf(next())}|${regexOf(next())}`))
+              .replace("A", () => JSON.stringify(next()))
+              .replace("B", () => JSON.stringify(next())),
+          );
+          let q;
+          try {
+            q = parseExpr(`{app="api"} ${stages.join(" ")}`);
+          } catch {
+            return; // a made-up literal the parser refuses (an empty regex alternative)
+          }
+          if (q.kind !== "log") return;
+          const series = await writeBlock(
+            store,
+            `team-a/blooms/ngram-${++blockCount}`,
+            specs,
+            undefined,
+            ngrams,
+          );
+          const pipeline = compilePipeline(q.pipeline);
+          const must = matchingChunks(
+            series,
+            (sm, labels, line) =>
+              pipeline.process({ timestamp: 1n, line, labels, structuredMetadata: sm }) !== null,
+          );
+          const res = await g.filterChunkRefs(request(extractBloomTests(q), series));
+          const kept = keptChunks(res);
+          for (const c of must) expect(kept.has(c), `${c} for ${printExpr(q)}`).toBe(true);
+          prunedByLine += res.stats.chunksPrunedByLine;
+        },
+      ),
+      { numRuns: 400 },
+    );
+    // The property is not vacuous: line filters did prune.
+    expect(prunedByLine).toBeGreaterThan(0);
   });
 });

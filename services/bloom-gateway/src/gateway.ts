@@ -1,9 +1,9 @@
 import type { AnyFilter } from "@sieve/bloom";
-import { CHUNK_PREFIX_BYTES, writeChunkPrefix } from "@sieve/index";
+import { CHUNK_PREFIX_BYTES, literalNgrams, writeChunkPrefix } from "@sieve/index";
 import { isDeadlineReason, mapLimit, waitAtMost } from "@sieve/kit";
-import type { BloomBlockStore, SegmentChunk } from "@sieve/index";
+import type { BloomBlockStore, BloomRecord, SegmentChunk } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
-import { evaluateMetadataTest, kvToken } from "@sieve/logql";
+import { evaluateMetadataTest, kvToken, withoutLineTests } from "@sieve/logql";
 import type { BloomTest, MetadataOracle } from "@sieve/logql";
 import type {
   ChunkFilter,
@@ -28,6 +28,7 @@ export function emptyStats(): FilterStats {
     seriesSkipped: 0,
     chunks: 0,
     chunksPruned: 0,
+    chunksPrunedByLine: 0,
     blocksRead: 0,
     cacheHits: 0,
     failedOpen: {},
@@ -40,6 +41,7 @@ export function addStats(into: FilterStats, from: FilterStats): void {
   into.seriesSkipped += from.seriesSkipped;
   into.chunks += from.chunks;
   into.chunksPruned += from.chunksPruned;
+  into.chunksPrunedByLine += from.chunksPrunedByLine;
   into.blocksRead += from.blocksRead;
   into.cacheHits += from.cacheHits;
   for (const [reason, n] of Object.entries(from.failedOpen)) {
@@ -76,27 +78,38 @@ function tokenKey(token: string): TokenKey {
 }
 
 /**
- * A bloom test ready to run: each token it may look up (a name, a name and value) UTF-8
- * encoded once, behind a slot each chunk's prefix is written into, so testing a series or
- * a chunk encodes and allocates nothing.
+ * A bloom test ready to run: each token it may look up (a name, a name and value, a line
+ * literal's n-grams) UTF-8 encoded once, behind a slot each chunk's prefix is written
+ * into, so testing a series or a chunk encodes and allocates nothing. A literal's n-grams
+ * depend on the settings of the bloom it is tested on (each record says which), and are
+ * made once per settings a request meets.
  */
 class CompiledTest {
+  /** The same test with its line leaves read as "may match": who pruned, for the stats. */
+  readonly metadataOnly: BloomTest;
   private readonly names = new Map<string, TokenKey>();
   private readonly pairs = new Map<string, Map<string, TokenKey>>();
-  /** The filter the oracles below ask, set by each call. */
+  private readonly literals: string[] = [];
+  /** `length/skip` → literal → its n-gram lists (null: the literal cannot be tested). */
+  private readonly grams = new Map<string, Map<string, TokenKey[][] | null>>();
+  /** The filter and settings the oracles below ask, set by each call. */
   private filter: AnyFilter | undefined;
+  private lines: Map<string, TokenKey[][] | null> | undefined;
   private readonly plain: MetadataOracle = {
     key: (name) => this.has(this.name(name)?.plain),
     pair: (name, value) =>
       this.has(this.name(name)?.plain) && this.has(this.pair(name, value)?.plain),
+    line: (literal) => this.line(literal, false),
   };
   private readonly prefixed: MetadataOracle = {
     key: (name) => this.has(this.name(name)?.prefixed),
     pair: (name, value) =>
       this.has(this.name(name)?.prefixed) && this.has(this.pair(name, value)?.prefixed),
+    line: (literal) => this.line(literal, true),
   };
 
   constructor(readonly test: BloomTest) {
+    this.metadataOnly = withoutLineTests(test);
     const walk = (t: BloomTest): void => {
       if (t.kind === "key" || t.kind === "kv") {
         if (!this.names.has(t.name)) this.names.set(t.name, tokenKey(t.name));
@@ -106,25 +119,62 @@ class CompiledTest {
         if (values === undefined) this.pairs.set(t.name, (values = new Map<string, TokenKey>()));
         if (!values.has(t.value)) values.set(t.value, tokenKey(kvToken(t.name, t.value)));
       }
+      if (t.kind === "line" && !this.literals.includes(t.literal)) this.literals.push(t.literal);
       if (t.kind === "and" || t.kind === "or") t.children.forEach(walk);
     };
     walk(test);
   }
 
   /** The series test: unprefixed tokens. */
-  series(filter: AnyFilter, labels: Record<string, string>): boolean {
-    this.filter = filter;
-    return evaluateMetadataTest(this.test, this.plain, labels);
+  series(bloom: BloomRecord, labels: Record<string, string>, test = this.test): boolean {
+    this.use(bloom);
+    return evaluateMetadataTest(test, this.plain, labels);
   }
 
   /** The chunk test: the same tree on the chunk's prefixed tokens. */
-  chunk(filter: AnyFilter, chunk: SegmentChunk, labels: Record<string, string>): boolean {
+  chunk(
+    bloom: BloomRecord,
+    chunk: SegmentChunk,
+    labels: Record<string, string>,
+    test = this.test,
+  ): boolean {
+    this.use(bloom);
     for (const key of this.names.values()) writeChunkPrefix(chunk, key.prefixed);
     for (const values of this.pairs.values()) {
       for (const key of values.values()) writeChunkPrefix(chunk, key.prefixed);
     }
-    this.filter = filter;
-    return evaluateMetadataTest(this.test, this.prefixed, labels);
+    if (this.lines !== undefined) {
+      for (const lists of this.lines.values()) {
+        for (const list of lists ?? [])
+          for (const key of list) writeChunkPrefix(chunk, key.prefixed);
+      }
+    }
+    return evaluateMetadataTest(test, this.prefixed, labels);
+  }
+
+  private use(bloom: BloomRecord): void {
+    this.filter = bloom.filter;
+    const { ngrams } = bloom;
+    this.lines = undefined;
+    if (ngrams === undefined || this.literals.length === 0) return;
+    const settings = `${ngrams.length}/${ngrams.skip}`;
+    let lines = this.grams.get(settings);
+    if (lines === undefined) {
+      lines = new Map();
+      for (const literal of this.literals) {
+        const lists = literalNgrams(literal, ngrams);
+        lines.set(literal, lists?.map((list) => list.map(tokenKey)) ?? null);
+      }
+      this.grams.set(settings, lines);
+    }
+    this.lines = lines;
+  }
+
+  /** Whether some offset's n-grams of `literal` are all in the bloom; true when untestable. */
+  private line(literal: string, prefixed: boolean): boolean {
+    const lists = this.lines?.get(literal);
+    if (lists === undefined || lists === null) return true;
+    return lists.some((list) => list.every((key) => this.has(prefixed ? key.prefixed : key.plain)));
   }
 
   private name(name: string): TokenKey | undefined {
@@ -255,12 +305,12 @@ export class BloomGateway implements ChunkFilter {
       this.parsedLabels.set(s.labels, labels);
     }
     if (labels === null) return failOpen(s, "invalid_labels", stats);
-    let filter: AnyFilter;
+    let bloomRecord: BloomRecord;
     try {
       // The cache's load is shared by every caller of the block, so one caller's deadline
       // does not cancel it (its store read has its own S3 deadline): this only stops waiting.
       const got = await waitAtMost(this.cache.get(bloom, s.fingerprint), this.config.readTimeoutMs);
-      filter = got.filter;
+      bloomRecord = got.bloom;
       this.metrics.cacheRequests.inc({ result: got.source });
       if (got.source === "miss") stats.blocksRead++;
       else stats.cacheHits++;
@@ -277,11 +327,20 @@ export class BloomGateway implements ChunkFilter {
       return failOpen(s, reason, stats);
     }
     try {
-      if (!compiled.series(filter, labels)) {
+      const lineOnly = (pruned: number, test: (t: BloomTest) => boolean): void => {
+        if (compiled.metadataOnly !== compiled.test && test(compiled.metadataOnly))
+          stats.chunksPrunedByLine += pruned;
+      };
+      if (!compiled.series(bloomRecord, labels)) {
         stats.seriesSkipped++;
+        lineOnly(s.chunks.length, (t) => compiled.series(bloomRecord, labels, t));
         return [];
       }
-      return s.chunks.filter((c) => !c.prefixed || compiled.chunk(filter, c, labels));
+      return s.chunks.filter((c) => {
+        if (!c.prefixed || compiled.chunk(bloomRecord, c, labels)) return true;
+        lineOnly(1, (t) => compiled.chunk(bloomRecord, c, labels, t));
+        return false;
+      });
     } catch (error) {
       this.logger.error({ err: error, key: bloom.key }, "bloom test failed unexpectedly");
       return failOpen(s, "internal_error", stats);

@@ -14,7 +14,10 @@ import type { SectionLoader, SectionSources } from "@sieve/config";
 export interface TenantBloomConfig {
   /** Whether the tenant's series get blooms at all (off: recorded as missing, `disabled`). */
   readonly bloomsEnabled: boolean;
-  /** Line n-gram length in code points; 0 turns line n-grams off (Loki's default: off). */
+  /**
+   * Line n-gram length in code points; 0 turns line n-grams off (Loki's default: off). Each
+   * bloom records the settings it was built with, and queries test it with those.
+   */
   readonly ngramLength: number;
   /** Code points skipped between n-grams (Loki's `bloom_ngram_skip`). */
   readonly ngramSkip: number;
@@ -188,8 +191,9 @@ const SCHEMA = defineSchema({
       bloomsEnabled:
         'off: the tenant\'s chunks are indexed with a missing bloom (`disabled`, "may match")',
       ngramLength:
-        "line n-grams of this many code points go into the bloom; 0 = off (Loki's default)",
-      ngramSkip: "code points skipped between n-grams (Loki's `bloom_ngram_skip`)",
+        "line n-grams of this many code points go into the bloom, so `|= \"literal\"` prunes chunks (literals of at least length + skip code points); 0 = off (Loki's default). Recorded with each bloom: a change never hides older data",
+      ngramSkip:
+        "code points skipped between n-grams (Loki's `bloom_ngram_skip`): fewer bloom bytes, longer literals needed",
       falsePositiveRate:
         "false-positive rate of each series' bloom (Loki's 0.01); lower keeps fewer chunks without the needle, for more bloom bytes",
     },

@@ -375,15 +375,19 @@ export async function writeFlush(
     const inputs: BloomBlockInput[] = [];
     for (const s of streams) {
       if (s.bloom?.status === "ok") {
-        inputs.push({ fingerprint: s.fingerprint, filter: s.bloom.filter, chunks: s.bloom.chunks });
+        const { filter, chunks, ngrams } = s.bloom;
+        inputs.push({ fingerprint: s.fingerprint, filter, chunks, ngrams });
       }
     }
     const locations = new Map<bigint, BloomLocation>();
     if (inputs.length > 0) {
       const key = bloomBlockKey(tenant, job.createdMs, job.id);
       const block = encodeBloomBlock(inputs);
+      const ngramsOf = new Map(inputs.map((i) => [i.fingerprint, i.ngrams]));
       for (const e of block.entries) {
-        locations.set(e.fingerprint, { kind: "block", key, offset: e.offset, length: e.length });
+        const ngrams = ngramsOf.get(e.fingerprint);
+        const at = { kind: "block", key, offset: e.offset, length: e.length } as const;
+        locations.set(e.fingerprint, ngrams === undefined ? at : { ...at, ngrams });
       }
       bloomWrites.push({ key, bytes: block.bytes });
       blooms.push(key);

@@ -467,12 +467,16 @@ describe("ingester on a write-ahead log and a file-system store", () => {
         await ingester.flushAll();
         const contents = await readStore(store, tenant, T0 - 100_000n);
         expect(contents.falseNegatives).toEqual([]);
-        if (!grams) return;
+        const settings = grams ? { length: 3, skip: 1 } : undefined;
         for (const series of await readIndex(store, tenant, T0 - 100_000n, T0 + 10_000_000_000n)) {
           for (const c of series.chunks) {
             if (c.bloom.kind !== "block") continue;
             const bloom = await readSeriesBloom(store, c.bloom, series.fingerprint);
             if (bloom.status !== "ok") throw new Error(bloom.status);
+            // The index and the bloom's own record both say which n-grams it holds.
+            expect(c.bloom.ngrams).toEqual(settings);
+            expect(bloom.ngrams).toEqual(settings);
+            if (!grams) continue;
             const covered = { ...c.ref, prefixed: c.prefixed };
             for (const e of decodeChunk(await store.get(c.key)).entries) {
               for (const g of lineNgrams(e.line, { length: 3, skip: 1 })) {

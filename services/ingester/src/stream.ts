@@ -130,11 +130,12 @@ export class Stream {
   /**
    * What the head holds in memory, estimated: its uncompressed bytes (cut blocks are held
    * compressed, so this errs high; the open block is held as entry objects, so it errs low
-   * there) and its bloom tokens since the last cut, at {@link TOKEN_BYTES} each.
+   * there) and the distinct bloom tokens it holds, at {@link TOKEN_BYTES} each (a line's
+   * n-grams repeat from line to line: counting every token made would cut heads early).
    */
   get heldBytes(): number {
     if (this.head === undefined) return 0;
-    const tokens = this.bloom === undefined ? 0 : this.bloom.stats.tokens - this.tokensCounted;
+    const tokens = this.bloom?.heldTokens ?? 0;
     return this.head.builder.uncompressedBytes + tokens * TOKEN_BYTES;
   }
 

@@ -36,6 +36,7 @@ export const KEEP_ALL_FILTER: ChunkFilter = {
         seriesSkipped: 0,
         chunks,
         chunksPruned: 0,
+        chunksPrunedByLine: 0,
         blocksRead: 0,
         cacheHits: 0,
         failedOpen: {},

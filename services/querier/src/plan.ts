@@ -17,7 +17,7 @@ import {
   type IndexedSeries,
   type SegmentChunk,
 } from "@sieve/index";
-import { matchesLabels, type BloomTest, type Matcher } from "@sieve/logql";
+import { matchesLabels, withoutLineTests, type BloomTest, type Matcher } from "@sieve/logql";
 import { STORAGE_ERRORS, isNotFound, isStoreFailure } from "@sieve/storage";
 import type { QuerierParts, QueryContext } from "./context.js";
 import type { FilterResponse, FilterSeries } from "@sieve/proto";
@@ -34,6 +34,11 @@ function bloomGroup(c: IndexedChunk): string {
   return c.bloom.kind === "block"
     ? `b\u0000${c.bloom.key}\u0000${c.bloom.offset}`
     : `m\u0000${c.bloom.reason}`;
+}
+
+/** Whether the chunk's bloom holds line n-grams (its index entry says). */
+function lined(c: IndexedChunk): boolean {
+  return c.bloom.kind === "block" && c.bloom.ngrams !== undefined;
 }
 
 function chunkId(fp: bigint, c: { from: bigint; through: bigint; checksum: number }): string {
@@ -185,7 +190,7 @@ export async function plan(
   selectors: readonly (readonly Matcher[])[],
   from: bigint,
   through: bigint,
-  test: BloomTest,
+  queryTest: BloomTest,
   ctx: QueryContext,
 ): Promise<PlannedChunk[]> {
   const matches = (labels: Readonly<Record<string, string>>): boolean =>
@@ -205,6 +210,14 @@ export async function plan(
   parts.metrics?.chunksInRange.inc(inRange);
   const max = ctx.limits.maxChunksPerQuery;
   if (max > 0 && inRange > max) throw maxChunks(max, inRange);
+  // Line leaves test the n-grams a bloom holds: over series none of whose blooms have them
+  // (the index says which), only the metadata part can prune, and a chunk whose bloom has
+  // none is not sent when the metadata part is nothing (a plain `|= "x"`).
+  const metadataOnly = withoutLineTests(queryTest);
+  const test =
+    metadataOnly !== queryTest && matched.some(({ series }) => series.chunks.some(lined))
+      ? queryTest
+      : metadataOnly;
   if (test.kind === "all" || inRange === 0) {
     return matched.flatMap(({ series, labels }) =>
       series.chunks.map((chunk) => ({ chunk, labels })),
@@ -212,8 +225,15 @@ export async function plan(
   }
   stats.bloomsUsed = true;
   const groups = new Map<string, FilterSeries & { chunks: SegmentChunk[] }>();
+  const kept = new Set<string>();
+  let sent = 0;
   for (const { series } of matched) {
     for (const c of series.chunks) {
+      if (metadataOnly.kind === "all" && !lined(c)) {
+        kept.add(chunkId(series.fingerprint, c.ref));
+        continue;
+      }
+      sent++;
       const key = `${series.fingerprint}\u0000${bloomGroup(c)}`;
       let g = groups.get(key);
       if (g === undefined) {
@@ -247,11 +267,12 @@ export async function plan(
     stats.bloom = {
       series: groups.size,
       seriesSkipped: 0,
-      chunks: inRange,
+      chunks: sent,
       chunksPruned: 0,
+      chunksPrunedByLine: 0,
       blocksRead: 0,
       cacheHits: 0,
-      failedOpen: reportFailOpen(parts.labels.report, tenant, inRange, error),
+      failedOpen: reportFailOpen(parts.labels.report, tenant, sent, error),
     };
     return matched.flatMap(({ series, labels }) =>
       series.chunks.map((chunk) => ({ chunk, labels })),
@@ -261,7 +282,6 @@ export async function plan(
   for (const [reason, chunks] of Object.entries(response.stats.failedOpen)) {
     parts.labels.report.failedOpen(reason, chunks, tenant);
   }
-  const kept = new Set<string>();
   for (const s of response.series) for (const c of s.chunks) kept.add(chunkId(s.fingerprint, c));
   const out: PlannedChunk[] = [];
   for (const { series, labels } of matched) {

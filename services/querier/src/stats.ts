@@ -124,6 +124,8 @@ export class QueryStats {
         segmentsRead: this.segmentsRead,
         chunksInRange: this.chunksInRange,
         chunksPrunedByBlooms: this.chunksPrunedByBlooms,
+        // Of those, the chunks the query's structured-metadata tests alone would have kept.
+        chunksPrunedByLineFilters: this.bloom?.chunksPrunedByLine ?? 0,
         chunksFetched: this.chunksFetched,
         chunkCacheHits: this.chunkCacheHits,
         bytesFetched: this.bytesFetched,
