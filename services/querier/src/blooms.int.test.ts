@@ -216,6 +216,64 @@ describe("bloom pruning through the real gateway", () => {
     expect(asked).toBe(1);
   });
 
+  test("line filters ask the gateway only where the index records n-grams, and prune there", async () => {
+    // Tenant "grams": the same streams, blooms with 4-grams (one flush).
+    await writeFlush(store, "grams", needleStreams(), 20, 512, { length: 4, skip: 0 });
+    let asked = 0;
+    const real = gateway();
+    const counting: ChunkFilter = {
+      filterChunkRefs: (req) => {
+        asked++;
+        return real.filterChunkRefs(req);
+      },
+    };
+    const registry = new Registry();
+    const querier = createQuerier({
+      config: DEFAULT_CONFIG,
+      store,
+      chunkFilter: counting,
+      registry,
+    });
+    const app = await createQuerierServer({
+      querier,
+      authEnabled: true,
+      registry,
+      now: () => T0 + 3600n * S,
+    });
+    servers.push(app);
+    const base = await app.listen({ port: 0, host: "127.0.0.1" });
+    const ask = async (tenant: string, q: string) => {
+      const url = `${base}/loki/api/v1/query_range?${new URLSearchParams({ query: q, ...range }).toString()}`;
+      const res = await fetch(url, { headers: { "X-Scope-OrgID": tenant } });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as {
+        data: { result: { values: [string, string][] }[]; stats: { sieve: Json } };
+      };
+      return {
+        lines: body.data.result.flatMap((r) => r.values.map(([, line]) => line)),
+        stats: body.data.stats.sieve,
+      };
+    };
+    const q = '{service="api"} |= "pod 3 request 421 "';
+    const plain = await ask("fake", q);
+    expect(plain.lines).toEqual(["pod 3 request 421 done"]);
+    expect(asked).toBe(0);
+    const grams = await ask("grams", q);
+    expect(grams.lines).toEqual(plain.lines);
+    expect(asked).toBe(1);
+    // 8 streams of 30 chunks: the needle's chunk stays, a stray false positive or two.
+    expect(grams.stats.chunksInRange).toBe(240);
+    expect(grams.stats.chunksPrunedByLineFilters as number).toBeGreaterThanOrEqual(240 - 3);
+    expect(grams.stats.chunksPrunedByBlooms).toBe(grams.stats.chunksPrunedByLineFilters);
+    // With a metadata filter too: the plain tenant sends only the metadata part.
+    const both = '{service="api"} |= "pod 3 request 421 " | trace_id="tr-3-84"';
+    expect((await ask("fake", both)).lines).toEqual(plain.lines);
+    expect(asked).toBe(2);
+    const combined = await ask("grams", both);
+    expect(combined.lines).toEqual(plain.lines);
+    expect(combined.stats.chunksPrunedByBlooms as number).toBeGreaterThanOrEqual(240 - 2);
+  });
+
   test("a deleted bloom block: the same lines, less pruning (fail open)", async () => {
     const q = '{service="api"} | trace_id="tr-2-70"'; // line 350: in the second flush
     const before = await query(await serve(gateway()), q);

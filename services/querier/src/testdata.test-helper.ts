@@ -15,6 +15,7 @@ import {
   segmentKey,
   segmentsForFlush,
   type BloomBlockInput,
+  type NgramOptions,
   type SegmentSeries,
 } from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
@@ -59,6 +60,7 @@ export async function writeFlush(
   streams: readonly TestStream[],
   entriesPerChunk: number,
   blockTargetBytes = 512,
+  ngrams?: NgramOptions,
 ): Promise<number> {
   const flush = ++flushes;
   const blooms: BloomBlockInput[] = [];
@@ -69,7 +71,7 @@ export async function writeFlush(
     const sorted = [...s.entries].sort((a, b) =>
       a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0,
     );
-    const bloom = new SeriesBloomBuilder();
+    const bloom = new SeriesBloomBuilder(ngrams === undefined ? {} : { ngrams });
     const chunks = [];
     for (let i = 0; i < sorted.length; i += entriesPerChunk) {
       const part = sorted.slice(i, i + entriesPerChunk);
@@ -87,7 +89,7 @@ export async function writeFlush(
     }
     const finished = bloom.finish();
     if (finished === undefined || finished.status !== "ok") throw new Error("no bloom");
-    blooms.push({ fingerprint: fp, filter: finished.filter, chunks: finished.chunks });
+    blooms.push({ fingerprint: fp, filter: finished.filter, chunks: finished.chunks, ngrams });
     series.push({
       fingerprint: fp,
       labels: canonical,
@@ -101,7 +103,7 @@ export async function writeFlush(
     const entry = block.entries.find((e) => e.fingerprint === s.fingerprint)!;
     return {
       ...s,
-      bloom: { kind: "block", key: blockKey, offset: entry.offset, length: entry.length },
+      bloom: { kind: "block", key: blockKey, offset: entry.offset, length: entry.length, ngrams },
     };
   });
   for (const segment of segmentsForFlush(tenant, withBlooms)) {
