@@ -1,6 +1,7 @@
 /**
  * `pnpm bench:ingest`: throughput from queue records to flushed chunks in one process,
- * blooms on and off. Lines of about 200 bytes whose `trace_id` structured metadata is
+ * with blooms off, metadata blooms, and metadata blooms with line n-grams of 3, 4 and 5
+ * code points (`BENCH_SETUPS=off,metadata` picks some). Lines of about 200 bytes whose `trace_id` structured metadata is
  * shared by 10 lines on average, spread over 16 streams, 100 entries a record (what a
  * Loki client batch becomes). Each run: a fresh ingester consumes every record through an
  * in-memory queue (decoding, head chunks, blooms), then `flushAll` writes the chunks, bloom
@@ -120,12 +121,30 @@ class MemoryConsumer implements QueueConsumer {
   }
 }
 
+/** What a run ingests with: blooms off, metadata blooms, or metadata and line n-grams. */
+interface Setup {
+  readonly name: string;
+  readonly blooms: boolean;
+  /** Line n-gram length; 0: none. */
+  readonly ngramLength: number;
+}
+
+const SETUPS: readonly Setup[] = [
+  { name: "off", blooms: false, ngramLength: 0 },
+  { name: "metadata", blooms: true, ngramLength: 0 },
+  { name: "metadata + 3-grams", blooms: true, ngramLength: 3 },
+  { name: "metadata + 4-grams", blooms: true, ngramLength: 4 },
+  { name: "metadata + 5-grams", blooms: true, ngramLength: 5 },
+];
+
 interface Run {
-  blooms: boolean;
+  setup: string;
   seconds: number;
   chunkBytes: number;
   bloomBytes: number;
   chunks: number;
+  /** Series blooms dropped (too large) or incomplete: their chunks cannot be pruned. */
+  bloomsMissing: number;
 }
 
 async function metric(registry: Registry, name: string): Promise<number> {
@@ -133,7 +152,7 @@ async function metric(registry: Registry, name: string): Promise<number> {
   return values.reduce((sum, v) => sum + v.value, 0);
 }
 
-async function once(batches: ConsumedBatch[], blooms: boolean): Promise<Run> {
+async function once(batches: ConsumedBatch[], setup: Setup): Promise<Run> {
   const dir = await mkdtemp(join(tmpdir(), "sieve-bench-ingest-"));
   try {
     const registry = new Registry();
@@ -145,7 +164,11 @@ async function once(batches: ConsumedBatch[], blooms: boolean): Promise<Run> {
         // This in-memory queue has no other owner to hand partitions over from: without
         // this the 2 s Kafka handover wait was most of every run (14 MB/s instead of 40+).
         handoverDelayMs: 0,
-        blooms: { ...DEFAULT_CONFIG.blooms, bloomsEnabled: blooms },
+        blooms: {
+          ...DEFAULT_CONFIG.blooms,
+          bloomsEnabled: setup.blooms,
+          ngramLength: setup.ngramLength,
+        },
       },
       consumer,
       store: new FsObjectStore(dir),
@@ -159,15 +182,25 @@ async function once(batches: ConsumedBatch[], blooms: boolean): Promise<Run> {
     const seconds = (performance.now() - started) / 1000;
     await ingester.stop();
     return {
-      blooms,
+      setup: setup.name,
       seconds,
       chunkBytes: await metric(registry, "sieve_ingester_chunk_bytes_total"),
       bloomBytes: await metric(registry, "sieve_ingester_bloom_bytes_total"),
       chunks: await metric(registry, "sieve_ingester_chunks_flushed_total"),
+      bloomsMissing: setup.blooms ? await missing(registry) : 0,
     };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Blooms recorded as missing for a reason other than blooms being off. */
+async function missing(registry: Registry): Promise<number> {
+  const values = (await registry.getSingleMetric("sieve_ingester_blooms_missing_total")?.get())
+    ?.values;
+  return (values ?? [])
+    .filter((v) => v.labels.reason !== "disabled")
+    .reduce((sum, v) => sum + v.value, 0);
 }
 
 function median(xs: readonly number[]): number {
@@ -177,18 +210,20 @@ function median(xs: readonly number[]): number {
 }
 
 const { batches, rawBytes } = generate();
-await once(batches, true); // warm-up
+const only = process.env.BENCH_SETUPS?.split(",");
+const setups = only === undefined ? SETUPS : SETUPS.filter((s) => only.includes(s.name));
+await once(batches, SETUPS[1]!); // warm-up
 const all: Run[] = [];
 for (let i = 0; i < RUNS; i++) {
-  // Alternate so drift on the shared machine hits both sides alike.
-  all.push(await once(batches, i % 2 === 0));
-  all.push(await once(batches, i % 2 !== 0));
+  // Rotate the order so drift on the shared machine hits every setup alike.
+  for (let k = 0; k < setups.length; k++)
+    all.push(await once(batches, setups[(i + k) % setups.length]!));
 }
-const rows = [true, false].map((blooms) => {
-  const runs = all.filter((r) => r.blooms === blooms);
+const rows = setups.map((setup) => {
+  const runs = all.filter((r) => r.setup === setup.name);
   const seconds = median(runs.map((r) => r.seconds));
   return {
-    blooms,
+    setup: setup.name,
     seconds,
     mbPerSec: rawBytes / seconds / 1e6,
     linesPerSec: LINES / seconds,
@@ -196,40 +231,55 @@ const rows = [true, false].map((blooms) => {
     chunkBytes: runs[0]!.chunkBytes,
     bloomBytes: runs[0]!.bloomBytes,
     bloomShare: runs[0]!.bloomBytes / runs[0]!.chunkBytes,
+    bloomsMissing: runs[0]!.bloomsMissing,
   };
 });
-const on = rows[0]!;
 
-// Per-pair ratio, then the median: less sensitive to the machine's drift than a ratio of medians.
-const ratios: number[] = [];
-for (let i = 0; i < all.length; i += 2) {
-  const a = all[i]!;
-  const b = all[i + 1]!;
-  ratios.push(a.blooms ? a.seconds / b.seconds : b.seconds / a.seconds);
+/** The median over rounds of `setup`'s time over `base`'s in the same round, minus one. */
+function overhead(setup: string, base: string): number | undefined {
+  const ratios: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const round = all.slice(i * setups.length, (i + 1) * setups.length);
+    const a = round.find((r) => r.setup === setup);
+    const b = round.find((r) => r.setup === base);
+    if (a !== undefined && b !== undefined) ratios.push(a.seconds / b.seconds);
+  }
+  return ratios.length === 0 ? undefined : median(ratios) - 1;
 }
-const bloomOverhead = median(ratios) - 1;
 
 console.log(
   `\ningest: ${LINES} lines, ${(rawBytes / 1e6).toFixed(1)} MB raw, ${STREAMS} streams, medians of ${RUNS} runs\n`,
 );
 console.log(
-  "| blooms | MB/s (raw lines) | lines/s | chunks | chunk bytes | bloom bytes | bloom / chunk bytes |",
+  "| blooms | MB/s (raw lines) | lines/s | time vs metadata | chunks | chunk bytes | bloom bytes | bloom / chunk bytes | blooms dropped |",
 );
-console.log("|---|---:|---:|---:|---:|---:|---:|");
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of rows) {
+  const vs = overhead(r.setup, "metadata");
   console.log(
-    `| ${r.blooms ? "on" : "off"} | ${r.mbPerSec.toFixed(1)} | ${Math.round(r.linesPerSec)} | ${r.chunks} | ${r.chunkBytes} | ${r.bloomBytes} | ${(r.bloomShare * 100).toFixed(2)} % |`,
+    `| ${r.setup} | ${r.mbPerSec.toFixed(1)} | ${Math.round(r.linesPerSec)} | ${vs === undefined ? "" : `${vs >= 0 ? "+" : ""}${(vs * 100).toFixed(1)} %`} | ${r.chunks} | ${r.chunkBytes} | ${r.bloomBytes} | ${(r.bloomShare * 100).toFixed(2)} % | ${r.bloomsMissing} |`,
   );
 }
-console.log(`\nblooms add ${(bloomOverhead * 100).toFixed(1)} % time (median of per-pair ratios)`);
-const targets = {
-  mbPerSecWithBlooms: { target: 30, measured: on.mbPerSec, met: on.mbPerSec >= 30 },
-  bloomOverhead: { target: 0.25, measured: bloomOverhead, met: bloomOverhead <= 0.25 },
-  bloomShare: { target: 0.01, measured: on.bloomShare, met: on.bloomShare <= 0.01 },
-};
-console.log(
-  `targets: ≥30 MB/s ${targets.mbPerSecWithBlooms.met ? "met" : "MISSED"}; ≤25 % bloom time ${targets.bloomOverhead.met ? "met" : "MISSED"}; ≤1 % bloom bytes ${targets.bloomShare.met ? "met" : "MISSED"}`,
-);
+const on = rows.find((r) => r.setup === "metadata");
+const bloomOverhead = overhead("metadata", "off");
+if (on !== undefined && bloomOverhead !== undefined) {
+  console.log(
+    `\nmetadata blooms add ${(bloomOverhead * 100).toFixed(1)} % time (median of per-round ratios)`,
+  );
+}
+const targets =
+  on === undefined || bloomOverhead === undefined
+    ? undefined
+    : {
+        mbPerSecWithBlooms: { target: 30, measured: on.mbPerSec, met: on.mbPerSec >= 30 },
+        bloomOverhead: { target: 0.25, measured: bloomOverhead, met: bloomOverhead <= 0.25 },
+        bloomShare: { target: 0.01, measured: on.bloomShare, met: on.bloomShare <= 0.01 },
+      };
+if (targets !== undefined) {
+  console.log(
+    `targets (metadata blooms): ≥30 MB/s ${targets.mbPerSecWithBlooms.met ? "met" : "MISSED"}; ≤25 % bloom time ${targets.bloomOverhead.met ? "met" : "MISSED"}; ≤1 % bloom bytes ${targets.bloomShare.met ? "met" : "MISSED"}`,
+  );
+}
 
 const root = new URL("../../../", import.meta.url);
 const dir = new URL("bench/results/", root);
