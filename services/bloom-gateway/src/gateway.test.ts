@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { FsObjectStore } from "@sieve/storage";
-import type { BloomBlockStore } from "@sieve/index";
+import type { BloomBlockStore, NgramOptions } from "@sieve/index";
 import { compilePipeline, extractBloomTests, parseExpr, printExpr } from "@sieve/logql";
 import type { BloomTest } from "@sieve/logql";
 import { pino } from "pino";
@@ -54,8 +54,9 @@ function haystack(n: number, chunks: number, lines: number, app = "api"): Series
 }
 
 let blockCount = 0;
-async function block(specs: SeriesSpec[]): Promise<WrittenSeries[]> {
-  return writeBlock(store, `team-a/blooms/block-${++blockCount}`, specs);
+/** A new block of `specs`, with their lines' n-grams when `ngrams` is given. */
+async function block(specs: SeriesSpec[], ngrams?: NgramOptions): Promise<WrittenSeries[]> {
+  return writeBlock(store, `team-a/blooms/block-${++blockCount}`, specs, undefined, ngrams);
 }
 
 describe("BloomGateway.filterChunkRefs", () => {
@@ -528,13 +529,7 @@ describe("line filters on n-gram blooms", () => {
     `${series[s]!.fingerprint}/${series[s]!.chunks[c]!.from}`;
 
   test("a literal in one chunk keeps that chunk and prunes nearly every other, all by line", async () => {
-    const series = await writeBlock(
-      store,
-      `team-a/blooms/lines-${++blockCount}`,
-      specs,
-      undefined,
-      ngrams,
-    );
+    const series = await block(specs, ngrams);
     const res = await gateway().filterChunkRefs(request('{app="shop"} |= "order 7-3-12 "', series));
     expect(keptChunks(res).has(needle(series, 7, 3))).toBe(true);
     expect(res.stats.chunksPruned).toBeGreaterThanOrEqual(60 - 4);
@@ -547,16 +542,10 @@ describe("line filters on n-gram blooms", () => {
 
   test("each record's own settings are used; a bloom without n-grams or a short literal keeps all", async () => {
     // Skip 1: the literal may sit at either parity of the line's n-grams.
-    const skipped = await writeBlock(
-      store,
-      `team-a/blooms/lines-${++blockCount}`,
-      specs,
-      undefined,
-      {
-        length: 3,
-        skip: 1,
-      },
-    );
+    const skipped = await block(specs, {
+      length: 3,
+      skip: 1,
+    });
     const res = await gateway().filterChunkRefs(
       request('{app="shop"} |= "der 4-5-29 sh"', skipped),
     );
@@ -571,13 +560,7 @@ describe("line filters on n-gram blooms", () => {
   });
 
   test("line and metadata tests combine under and/or; what metadata alone prunes is not counted as line", async () => {
-    const series = await writeBlock(
-      store,
-      `team-a/blooms/lines-${++blockCount}`,
-      specs,
-      undefined,
-      ngrams,
-    );
+    const series = await block(specs, ngrams);
     const g = gateway();
     const both = await g.filterChunkRefs(
       request('{app="shop"} |= "order 7-3-12 " | span_id="s-7-3-12"', series),
@@ -697,13 +680,7 @@ describe("no false negatives with line n-grams", () => {
             return; // a made-up literal the parser refuses (an empty regex alternative)
           }
           if (q.kind !== "log") return;
-          const series = await writeBlock(
-            store,
-            `team-a/blooms/ngram-${++blockCount}`,
-            specs,
-            undefined,
-            ngrams,
-          );
+          const series = await block(specs, ngrams);
           const pipeline = compilePipeline(q.pipeline);
           const must = matchingChunks(
             series,

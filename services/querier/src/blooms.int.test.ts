@@ -45,12 +45,12 @@ let store: FsObjectStore;
 let close: () => Promise<void>;
 const servers: FastifyInstance[] = [];
 
-async function serve(chunkFilter: ChunkFilter): Promise<string> {
+async function serve(chunkFilter: ChunkFilter, authEnabled = false): Promise<string> {
   const registry = new Registry();
   const querier = createQuerier({ config: DEFAULT_CONFIG, store, chunkFilter, registry });
   const app = await createQuerierServer({
     querier,
-    authEnabled: false,
+    authEnabled,
     registry,
     now: () => T0 + 3600n * S,
   });
@@ -60,6 +60,19 @@ async function serve(chunkFilter: ChunkFilter): Promise<string> {
 
 function gateway(): BloomGateway {
   return new BloomGateway(GATEWAY_CONFIG, store, pino({ level: "silent" }), new Registry());
+}
+
+/** The real gateway, counting the requests it gets. */
+function countingGateway(): ChunkFilter & { asked: number } {
+  const real = gateway();
+  const counting = {
+    asked: 0,
+    filterChunkRefs: (req: Parameters<ChunkFilter["filterChunkRefs"]>[0]) => {
+      counting.asked++;
+      return real.filterChunkRefs(req);
+    },
+  };
+  return counting;
 }
 
 async function query(base: string, q: string): Promise<{ lines: string[]; stats: Json }> {
@@ -199,49 +212,21 @@ describe("bloom pruning through the real gateway", () => {
   });
 
   test("a query without a bloom test does not ask the gateway", async () => {
-    let asked = 0;
-    const real = gateway();
-    const counting: ChunkFilter = {
-      filterChunkRefs: (req) => {
-        asked++;
-        return real.filterChunkRefs(req);
-      },
-    };
+    const counting = countingGateway();
     const base = await serve(counting);
     const got = await query(base, '{service="api", pod="pod-1"} |= "request 42 "');
     expect(got.lines).toHaveLength(1);
     expect(got.stats.chunksPrunedByBlooms).toBe(0);
-    expect(asked).toBe(0);
+    expect(counting.asked).toBe(0);
     await query(base, '{service="api"} | trace_id="tr-1-1"');
-    expect(asked).toBe(1);
+    expect(counting.asked).toBe(1);
   });
 
   test("line filters ask the gateway only where the index records n-grams, and prune there", async () => {
     // Tenant "grams": the same streams, blooms with 4-grams (one flush).
     await writeFlush(store, "grams", needleStreams(), 20, 512, { length: 4, skip: 0 });
-    let asked = 0;
-    const real = gateway();
-    const counting: ChunkFilter = {
-      filterChunkRefs: (req) => {
-        asked++;
-        return real.filterChunkRefs(req);
-      },
-    };
-    const registry = new Registry();
-    const querier = createQuerier({
-      config: DEFAULT_CONFIG,
-      store,
-      chunkFilter: counting,
-      registry,
-    });
-    const app = await createQuerierServer({
-      querier,
-      authEnabled: true,
-      registry,
-      now: () => T0 + 3600n * S,
-    });
-    servers.push(app);
-    const base = await app.listen({ port: 0, host: "127.0.0.1" });
+    const counting = countingGateway();
+    const base = await serve(counting, true);
     const ask = async (tenant: string, q: string) => {
       const url = `${base}/loki/api/v1/query_range?${new URLSearchParams({ query: q, ...range }).toString()}`;
       const res = await fetch(url, { headers: { "X-Scope-OrgID": tenant } });
@@ -257,10 +242,10 @@ describe("bloom pruning through the real gateway", () => {
     const q = '{service="api"} |= "pod 3 request 421 "';
     const plain = await ask("fake", q);
     expect(plain.lines).toEqual(["pod 3 request 421 done"]);
-    expect(asked).toBe(0);
+    expect(counting.asked).toBe(0);
     const grams = await ask("grams", q);
     expect(grams.lines).toEqual(plain.lines);
-    expect(asked).toBe(1);
+    expect(counting.asked).toBe(1);
     // 8 streams of 30 chunks: the needle's chunk stays, a stray false positive or two.
     expect(grams.stats.chunksInRange).toBe(240);
     expect(grams.stats.chunksPrunedByLineFilters as number).toBeGreaterThanOrEqual(240 - 3);
@@ -268,7 +253,7 @@ describe("bloom pruning through the real gateway", () => {
     // With a metadata filter too: the plain tenant sends only the metadata part.
     const both = '{service="api"} |= "pod 3 request 421 " | trace_id="tr-3-84"';
     expect((await ask("fake", both)).lines).toEqual(plain.lines);
-    expect(asked).toBe(2);
+    expect(counting.asked).toBe(2);
     const combined = await ask("grams", both);
     expect(combined.lines).toEqual(plain.lines);
     expect(combined.stats.chunksPrunedByBlooms as number).toBeGreaterThanOrEqual(240 - 2);
