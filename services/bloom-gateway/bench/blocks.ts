@@ -70,10 +70,8 @@ const decodeAll = time(() => {
   filterBytes = 0;
   blocks.forEach((b, i) => {
     for (const e of entries[i]!)
-      filterBytes += decodeBloomRecord(
-        b.subarray(e.offset, e.offset + e.length),
-        e.fingerprint,
-      ).byteLength;
+      filterBytes += decodeBloomRecord(b.subarray(e.offset, e.offset + e.length), e.fingerprint)
+        .filter.byteLength;
   });
 });
 const loaded = blocks.map((b) => LoadedBlock.open(b));
@@ -83,18 +81,20 @@ const key = (i: number, e: { offset: number; length: number }) => ({
   length: e.length,
 });
 loaded.forEach((l, i) => {
-  for (const e of entries[i]!) l.filter(key(i, e), e.fingerprint);
+  for (const e of entries[i]!) l.record(key(i, e), e.fingerprint);
 });
 const token = new TextEncoder().encode("trace_id=absent");
 const lookupDecoded = time(() => {
   loaded.forEach((l, i) => {
-    for (const e of entries[i]!) l.filter(key(i, e), e.fingerprint).filter.test(token);
+    for (const e of entries[i]!) l.record(key(i, e), e.fingerprint).bloom.filter.test(token);
   });
 });
 const lookupBytes = time(() => {
   blocks.forEach((b, i) => {
     for (const e of entries[i]!)
-      decodeBloomRecord(b.subarray(e.offset, e.offset + e.length), e.fingerprint).test(token);
+      decodeBloomRecord(b.subarray(e.offset, e.offset + e.length), e.fingerprint).filter.test(
+        token,
+      );
   });
 });
 const held = loaded.reduce((n, l) => n + l.bytes, 0);
