@@ -191,7 +191,7 @@ const SCHEMA = defineSchema({
       bloomsEnabled:
         'off: the tenant\'s chunks are indexed with a missing bloom (`disabled`, "may match")',
       ngramLength:
-        "line n-grams of this many code points go into the bloom, so `|= \"literal\"` prunes chunks (literals of at least length + skip code points); 0 = off (Loki's default). Recorded with each bloom: a change never hides older data",
+        'line n-grams of this many code points go into the bloom, so `|= "literal"` prunes chunks (literals of at least length + skip code points); 0 = off (Loki\'s default). Recorded with each bloom: a change never hides older data',
       ngramSkip:
         "code points skipped between n-grams (Loki's `bloom_ngram_skip`): fewer bloom bytes, longer literals needed",
       falsePositiveRate:
