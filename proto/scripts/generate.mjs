@@ -15,6 +15,7 @@ const DESCRIPTORS = [
   ["descriptor.ts", "descriptor", ["push.proto", "queue.proto"]],
   ["gateway-descriptor.ts", "gatewayDescriptor", ["gateway.proto"]],
   ["ingester-descriptor.ts", "ingesterDescriptor", ["ingester.proto"]],
+  ["otlp-descriptor.ts", "otlpDescriptor", ["otlp.proto"]],
 ];
 
 for (const [file, name, inputs] of DESCRIPTORS) {

@@ -53,3 +53,24 @@ export {
   rawPairCount,
 } from "./push-raw.js";
 export type { RawPush, RawPushStream } from "./push-raw.js";
+export {
+  MAX_OTLP_VALUE_DEPTH,
+  OtlpJsonError,
+  decodeOtlpLogsJson,
+  decodeOtlpLogsProtobuf,
+  decodeOtlpLogsResponse,
+  decodeOtlpStatus,
+  encodeOtlpLogsProtobuf,
+  encodeOtlpStatus,
+  encodeOtlpLogsResponse,
+  otlpLogsResponseJson,
+} from "./otlp.js";
+export type {
+  OtlpAttribute,
+  OtlpLogRecord,
+  OtlpLogs,
+  OtlpPartialSuccess,
+  OtlpResourceLogs,
+  OtlpScopeLogs,
+  OtlpValue,
+} from "./otlp.js";

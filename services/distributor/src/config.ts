@@ -1,7 +1,15 @@
 import { availableParallelism } from "node:os";
-import { checkRange, defineSchema, sectionLoader, tenantIdError, tenantViews } from "@sieve/config";
+import {
+  ConfigError,
+  checkRange,
+  defineSchema,
+  sectionLoader,
+  tenantIdError,
+  tenantViews,
+} from "@sieve/config";
 import type { SectionLoader, SectionSources } from "@sieve/config";
 import { DEFAULT_LIMITS } from "./limits.js";
+import { otlpRuleError } from "./otlp.js";
 import type { TenantLimits } from "./limits.js";
 
 /** The distributor's configuration. Sizes in bytes, durations in milliseconds. */
@@ -103,6 +111,14 @@ const SCHEMA = defineSchema({
       perStreamBurstBytes: "one stream's burst (`per_stream_rate_limit_burst`: 15MB)",
       maxNewStreamsPerHour: "new streams admitted per hour (series limiter)",
       maxNewStreamsPerDay: "new streams admitted per day (series limiter)",
+      otlpResourceIndexLabels:
+        "OTLP resource attributes stored as stream labels, names or `/regex/` (Loki's default list: service.name, k8s.*, ...)",
+      otlpResourceDrop:
+        "OTLP resource attributes dropped, names or `/regex/` (win over the index list)",
+      otlpScopeDrop: "OTLP scope attributes dropped, names or `/regex/`",
+      otlpLogDrop: "OTLP log record attributes dropped, names or `/regex/`",
+      discoverServiceName:
+        "labels naming the service of an OTLP resource without `service.name`, in order (Loki's `discover_service_name`); none found: `unknown_service`; empty: off",
     },
   },
 });
@@ -138,5 +154,14 @@ function validate(config: DistributorConfig): void {
     checkRange(`${path}.maxLabelNamesPerSeries`, l.maxLabelNamesPerSeries, 1);
     checkRange(`${path}.maxLabelNameLength`, l.maxLabelNameLength, 1);
     checkRange(`${path}.maxLabelValueLength`, l.maxLabelValueLength, 1);
+    for (const key of [
+      "otlpResourceIndexLabels",
+      "otlpResourceDrop",
+      "otlpScopeDrop",
+      "otlpLogDrop",
+    ] as const) {
+      const error = otlpRuleError(l[key]);
+      if (error !== undefined) throw new ConfigError("invalid_value", `${path}.${key}`, error);
+    }
   }
 }

@@ -1,5 +1,11 @@
-import { decodePushRaw, snappyUncompress } from "@sieve/proto";
-import type { LabelPair, RawPush } from "@sieve/proto";
+import {
+  OtlpJsonError,
+  decodeOtlpLogsJson,
+  decodeOtlpLogsProtobuf,
+  decodePushRaw,
+  snappyUncompress,
+} from "@sieve/proto";
+import type { LabelPair, OtlpLogs, RawPush } from "@sieve/proto";
 import { labelsString } from "@sieve/labels";
 import type { Label } from "@sieve/labels";
 
@@ -72,6 +78,55 @@ export function decodeProtobufPush(body: Uint8Array, maxDecompressedBytes: numbe
       e.message,
     );
   }
+}
+
+/**
+ * Reads an OTLP export request (uncompressed), in its protobuf or its JSON encoding, with
+ * the bounds the Loki formats have: at most `maxDecompressedBytes / 16` protobuf messages,
+ * JSON no deeper than {@link MAX_JSON_DEPTH}.
+ */
+export function decodeOtlpPush(
+  body: Uint8Array,
+  format: "otlp-protobuf" | "otlp-json",
+  maxDecompressedBytes: number,
+): OtlpLogs {
+  if (format === "otlp-protobuf") {
+    try {
+      return decodeOtlpLogsProtobuf(body, Math.floor(maxDecompressedBytes / BYTES_PER_MESSAGE));
+    } catch (error) {
+      const e = error as Error & { code?: string };
+      throw new DecodeError(
+        e.code === "too_many_messages" ? "too_many_messages" : "malformed_protobuf",
+        e.message,
+      );
+    }
+  }
+  if (jsonDepthExceeds(body)) {
+    throw new DecodeError("malformed_json", `nesting deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  const text = Buffer.from(body.buffer, body.byteOffset, body.length).toString("utf8");
+  try {
+    const doc: unknown = JSON.parse(text);
+    // Lone surrogates in escapes become U+FFFD, as for Loki's JSON (see below).
+    return decodeOtlpLogsJson(SURROGATE_ESCAPE.test(text) ? wellFormedDeep(doc) : doc);
+  } catch (error) {
+    if (error instanceof OtlpJsonError || error instanceof SyntaxError) {
+      throw new DecodeError("malformed_json", error.message);
+    }
+    throw error;
+  }
+}
+
+/** A parsed JSON document with every string (keys too) made well-formed. */
+function wellFormedDeep(v: unknown): unknown {
+  if (typeof v === "string") return toWellFormed(v);
+  if (Array.isArray(v)) return v.map(wellFormedDeep);
+  if (v !== null && typeof v === "object") {
+    const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+    for (const [k, x] of Object.entries(v)) out[toWellFormed(k)] = wellFormedDeep(x);
+    return out;
+  }
+  return v;
 }
 
 const NS = /^-?\d{1,19}$/;

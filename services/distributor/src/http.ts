@@ -13,6 +13,7 @@ import type { Limits } from "./limits.js";
 import { DistributorMetrics } from "./metrics.js";
 import type { BodyEncoding } from "./prepare.js";
 import { requestTenant } from "@sieve/config";
+import { encodeOtlpLogsResponse, encodeOtlpStatus, otlpLogsResponseJson } from "@sieve/proto";
 import { messages } from "./validation.js";
 import { PushPreparer } from "./workers.js";
 
@@ -134,6 +135,33 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
       next();
     };
     const routeOptions = { logLevel: "warn", onRequest: setAsideType } as const;
+
+    /** The tenant of a push, or a refusal: Loki's words for both routes. */
+    const tenantOf = (request: FastifyRequest): string => {
+      const tenant = requestTenant(request.headers["x-scope-orgid"], config.authEnabled);
+      if (typeof tenant !== "string") {
+        throw new DistributorError(
+          tenant.status === 401 ? "no_org_id" : "invalid_tenant",
+          tenant.message,
+        );
+      }
+      return tenant;
+    };
+
+    /** A push body as received, refused with 413 past `maxBodyBytes` (declared or read). */
+    const bodyOf = async (request: FastifyRequest): Promise<Uint8Array> => {
+      const declared = Number(request.headers["content-length"]);
+      if (declared > config.maxBodyBytes) {
+        throw new DistributorError(
+          "body_too_large",
+          messages.bodyTooLarge(declared, config.maxBodyBytes),
+        );
+      }
+      // Without a Content-Type fastify runs no parser and leaves no stream: an empty body.
+      const raw = request.body;
+      return raw instanceof Readable ? readBody(raw, config.maxBodyBytes) : new Uint8Array(0);
+    };
+
     app.post("/loki/api/v1/push", routeOptions, async (request, reply) => {
       const started = performance.now();
       /** Answers the push's outcome: 204, or Loki's refusal text of its data. */
@@ -145,20 +173,7 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
         if (status === 204) return reply.code(204).send();
         return reply.code(status).type(TEXT_ERROR_TYPE).send(textErrorBody(body));
       };
-      const tenant = requestTenant(request.headers["x-scope-orgid"], config.authEnabled);
-      if (typeof tenant !== "string") {
-        throw new DistributorError(
-          tenant.status === 401 ? "no_org_id" : "invalid_tenant",
-          tenant.message,
-        );
-      }
-      const declared = Number(request.headers["content-length"]);
-      if (declared > config.maxBodyBytes) {
-        throw new DistributorError(
-          "body_too_large",
-          messages.bodyTooLarge(declared, config.maxBodyBytes),
-        );
-      }
+      const tenant = tenantOf(request);
       const encoding = bodyEncoding(request.headers["content-encoding"]);
       if (encoding === undefined) {
         const enc = request.headers["content-encoding"]!.trim().toLowerCase();
@@ -167,10 +182,7 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
           `Content-Encoding "${enc}" not supported`,
         );
       }
-      // Without a Content-Type fastify runs no parser and leaves no stream: an empty body.
-      const raw = request.body;
-      const body =
-        raw instanceof Readable ? await readBody(raw, config.maxBodyBytes) : new Uint8Array(0);
+      const body = await bodyOf(request);
       // Loki refuses a Content-Type Go's mime.ParseMediaType refuses. A missing one stays
       // protobuf, as Loki's own comment means it to (its parser refuses "" too).
       const header = declaredTypes.get(request) ?? "";
@@ -189,6 +201,79 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
       if (!outcome.ok) return send(outcome.refusal.status, outcome.refusal.message);
       const result = await distributor.admit(tenant, outcome.push);
       return send(result.status, result.body);
+    });
+
+    // OTLP/HTTP logs (the OTLP specification's "OTLP/HTTP" section, Loki's otlp.go): protobuf
+    // or JSON, gzip or not, answered in the request's encoding; the same validation,
+    // limits and queue as the push above.
+    app.post("/otlp/v1/logs", routeOptions, async (request, reply) => {
+      const started = performance.now();
+      const header = declaredTypes.get(request) ?? "";
+      const media = header.trim() === "" ? { type: "" } : parseMediaType(header);
+      const json = !("error" in media) && media.type === "application/json";
+      const answer = (status: number, payload: Uint8Array | string) => {
+        metrics.requestDuration.observe(
+          { status_code: String(status) },
+          (performance.now() - started) / 1000,
+        );
+        return reply
+          .code(status)
+          .type(json ? "application/json" : "application/x-protobuf")
+          .send(typeof payload === "string" ? payload : Buffer.from(payload));
+      };
+      /** A refusal: google.rpc.Status in the request's encoding. */
+      const refuse = (status: number, message: string) => {
+        const code = status === 429 || status === 413 ? 8 : status === 503 ? 14 : 3;
+        return answer(
+          status,
+          json ? JSON.stringify({ code, message }) : encodeOtlpStatus(code, message),
+        );
+      };
+      let tenant: string;
+      let body: Uint8Array;
+      try {
+        tenant = tenantOf(request);
+        body = await bodyOf(request);
+      } catch (error) {
+        if (!(error instanceof DistributorError)) throw error;
+        if (error.bodyUnread) void reply.header("connection", "close");
+        return refuse(error.status, error.message);
+      }
+      if ("error" in media) return refuse(400, media.error);
+      if (media.type !== "application/x-protobuf" && media.type !== "application/json") {
+        return refuse(
+          415,
+          `Content-Type ${JSON.stringify(header)} not supported: application/x-protobuf or application/json`,
+        );
+      }
+      const enc = (request.headers["content-encoding"] ?? "").trim().toLowerCase();
+      if (enc !== "" && enc !== "identity" && enc !== "gzip") {
+        return refuse(415, `Content-Encoding "${enc}" not supported: gzip or none`);
+      }
+      const outcome = await preparer.prepare({
+        tenant,
+        body,
+        format: json ? "otlp-json" : "otlp-protobuf",
+        encoding: enc === "gzip" ? "gzip" : "identity",
+        maxDecompressedBytes: config.maxDecompressedBytes,
+        limits: distributor.limitsFor(tenant),
+        nowMs: now(),
+      });
+      if (!outcome.ok) return refuse(outcome.refusal.status, outcome.refusal.message);
+      const result = await distributor.admit(tenant, outcome.push);
+      if (result.status === 204)
+        return answer(200, json ? otlpLogsResponseJson() : encodeOtlpLogsResponse());
+      // Some records refused for good, some stored: a partial success (200), which the
+      // client must not retry. None stored: the request was invalid (400, no retry).
+      if (result.status === 400 && result.acceptedLines > 0) {
+        const partial = {
+          rejectedLogRecords: outcome.push.entries - result.acceptedLines,
+          errorMessage: result.body,
+        };
+        return answer(200, json ? otlpLogsResponseJson(partial) : encodeOtlpLogsResponse(partial));
+      }
+      // 429 and 503 are retryable as the specification says; 400 is not.
+      return refuse(result.status, result.body);
     });
 
     if (deps.serveOps !== false) {

@@ -1,3 +1,5 @@
+import { DEFAULT_DISCOVER_SERVICE_NAME, DEFAULT_OTLP_INDEX_LABELS } from "./otlp.js";
+
 /**
  * Per-tenant limits with Loki's defaults (pkg/validation/limits.go). Every size is in bytes,
  * every duration in milliseconds, every rate in bytes per second. A tenant gets the defaults
@@ -36,6 +38,16 @@ export interface TenantLimits {
   readonly maxNewStreamsPerHour: number;
   /** New streams admitted per day (Sieve's series limiter). */
   readonly maxNewStreamsPerDay: number;
+  /** OTLP resource attributes stored as stream labels (names or `/regex/`; Loki's list). */
+  readonly otlpResourceIndexLabels: readonly string[];
+  /** OTLP resource attributes dropped (names or `/regex/`); they win over the index list. */
+  readonly otlpResourceDrop: readonly string[];
+  /** OTLP scope attributes dropped. */
+  readonly otlpScopeDrop: readonly string[];
+  /** OTLP log record attributes dropped. */
+  readonly otlpLogDrop: readonly string[];
+  /** Loki's `discover_service_name`, for OTLP resources without `service.name`. */
+  readonly discoverServiceName: readonly string[];
 }
 
 const MB = 1024 * 1024;
@@ -58,6 +70,11 @@ export const DEFAULT_LIMITS: TenantLimits = {
   perStreamBurstBytes: 15 * MB,
   maxNewStreamsPerHour: 50_000,
   maxNewStreamsPerDay: 200_000,
+  otlpResourceIndexLabels: DEFAULT_OTLP_INDEX_LABELS,
+  otlpResourceDrop: [],
+  otlpScopeDrop: [],
+  otlpLogDrop: [],
+  discoverServiceName: DEFAULT_DISCOVER_SERVICE_NAME,
 };
 
 /** What the distributor asks of its limits: the effective limits of a tenant. */

@@ -23,7 +23,8 @@ import {
   rawPairCount,
 } from "@sieve/proto";
 import type { RawPush } from "@sieve/proto";
-import { DecodeError, decodeJsonPush, decodeProtobufPush } from "./decode.js";
+import { DecodeError, decodeJsonPush, decodeOtlpPush, decodeProtobufPush } from "./decode.js";
+import { otlpStreams } from "./otlp.js";
 import type { IncomingStream } from "./decode.js";
 import type { TenantLimits } from "./limits.js";
 import {
@@ -44,8 +45,11 @@ export interface PrepareTask {
   readonly tenant: string;
   /** The body as received: compressed when `encoding` says so. */
   readonly body: Uint8Array;
-  /** JSON, or protobuf compressed with raw snappy (Loki's rule for any other type). */
-  readonly format: "json" | "protobuf";
+  /**
+   * JSON, or protobuf compressed with raw snappy (Loki's rule for any other type), or an
+   * OTLP export request in either of its encodings (uncompressed unless `encoding` says).
+   */
+  readonly format: "json" | "protobuf" | "otlp-protobuf" | "otlp-json";
   readonly encoding: BodyEncoding;
   readonly maxDecompressedBytes: number;
   readonly limits: TenantLimits;
@@ -76,6 +80,8 @@ export interface Discarded {
 
 /** A validated push, ready for the tenant limits and the queue. */
 export interface PreparedPush {
+  /** Entries the body held (an OTLP partial success counts refusals against it). */
+  readonly entries: number;
   readonly streams: PreparedStream[];
   /** The accepted streams' queue records, back to back, in one buffer of its own. */
   readonly records: Uint8Array;
@@ -100,10 +106,21 @@ export function preparePush(task: PrepareTask): PrepareOutcome {
   let streams: StreamSource[];
   try {
     const body = decompress(task.body, task.encoding, task.maxDecompressedBytes);
-    streams =
-      task.format === "json"
-        ? decodeJsonPush(body).map(incomingSource)
-        : rawSources(decodeProtobufPush(body, task.maxDecompressedBytes));
+    switch (task.format) {
+      case "json":
+        streams = decodeJsonPush(body).map(incomingSource);
+        break;
+      case "protobuf":
+        streams = rawSources(decodeProtobufPush(body, task.maxDecompressedBytes));
+        break;
+      case "otlp-protobuf":
+      case "otlp-json": {
+        const logs = decodeOtlpPush(body, task.format, task.maxDecompressedBytes);
+        const nowNs = BigInt(task.nowMs) * 1_000_000n;
+        streams = otlpStreams(logs, task.limits, nowNs).map(incomingSource);
+        break;
+      }
+    }
   } catch (error) {
     if (error instanceof BodyError) return { ok: false, refusal: error.refusal };
     if (!(error instanceof DecodeError)) throw error;
@@ -344,7 +361,9 @@ function prepareSources(
       recordEnd: at,
     };
   }
-  return { streams: prepared, records, rejections, discarded: [...discarded.values()] };
+  let entries = 0;
+  for (const stream of streams) entries += stream.count;
+  return { entries, streams: prepared, records, rejections, discarded: [...discarded.values()] };
 }
 
 /** A stream's sorted labels, or the refusal of the whole stream (Loki's `ValidateLabels`). */
