@@ -83,7 +83,11 @@ const SCHEMA = defineSchema({
   group: "limits",
   tenantError: tenantIdError,
   min: 0,
-  shownDefaults: { decodeThreads: "one per core" },
+  shownDefaults: {
+    decodeThreads: "one per core",
+    "limits.otlpResourceIndexLabels": "Loki's 17: `service.name`, `k8s.pod.name`, ...",
+    "limits.discoverServiceName": "Loki's 13: `service`, `app`, `application`, ...",
+  },
   docs: {
     authEnabled:
       "require `X-Scope-OrgID` (off: every push is tenant `fake`); older than the top-level `authEnabled`, which it overrides here",
@@ -112,7 +116,7 @@ const SCHEMA = defineSchema({
       maxNewStreamsPerHour: "new streams admitted per hour (series limiter)",
       maxNewStreamsPerDay: "new streams admitted per day (series limiter)",
       otlpResourceIndexLabels:
-        "OTLP resource attributes stored as stream labels, names or `/regex/` (Loki's default list: service.name, k8s.*, ...)",
+        "OTLP resource attributes stored as stream labels, names or `/regex/` (the default is Loki's list, in `otlp.ts`)",
       otlpResourceDrop:
         "OTLP resource attributes dropped, names or `/regex/` (win over the index list)",
       otlpScopeDrop: "OTLP scope attributes dropped, names or `/regex/`",
