@@ -7,7 +7,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { context, trace } from "@opentelemetry/api";
+import { context } from "@opentelemetry/api";
 import { SeverityNumber } from "@opentelemetry/api-logs";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { OTLPLogExporter as JsonExporter } from "@opentelemetry/exporter-logs-otlp-http";
