@@ -28,6 +28,10 @@ describe("fuzz: sieve all under hostile pushes and reads", () => {
     expect.soft(ready.p99Ms, `/ready p99 (${context})`).toBeLessThan(READY_P99_MS);
     expect.soft(ready.notOk, `/ready answers other than 200 (${context})`).toBe(0);
     expect.soft(report.peakRssBytes, `peak RSS (${context})`).toBeLessThan(MAX_RSS_BYTES);
+    // OTLP bodies took part: valid ones stored (200), hostile ones refused with a 4xx.
+    const otlp = Object.entries(run.byKind).filter(([key]) => key.startsWith("otlp-"));
+    expect.soft(otlp.filter(([key]) => key.endsWith(" 200")).length, context).toBeGreaterThan(0);
+    expect.soft(otlp.filter(([key]) => / 4\d\d$/.test(key)).length, context).toBeGreaterThan(0);
     expect.soft(report.canaryAfterFuzz, "canary lines after the fuzz").toBe("intact");
     expect.soft(report.canaryAfterFlush, "canary lines after POST /flush").toBe("intact");
   }, 300_000);

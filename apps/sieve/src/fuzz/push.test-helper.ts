@@ -5,7 +5,14 @@
  * (lone surrogates, deep nesting, many labels). Every body is a {@link FuzzRequest}.
  */
 import { constants, deflateRawSync, deflateSync, gzipSync } from "node:zlib";
-import { encodePushRequest, type PushRequest } from "@sieve/proto";
+import {
+  MAX_OTLP_VALUE_DEPTH,
+  encodeOtlpLogsProtobuf,
+  encodePushRequest,
+  type OtlpLogs,
+  type OtlpValue,
+  type PushRequest,
+} from "@sieve/proto";
 import snappy from "snappyjs";
 import { type Rng, mutateBytes, mutateText, nastyString } from "./random.test-helper.js";
 
@@ -22,6 +29,9 @@ export interface FuzzRequest {
 
 /** The push endpoint. */
 export const PUSH_PATH = "/loki/api/v1/push";
+
+/** The OTLP logs endpoint. */
+export const OTLP_PATH = "/otlp/v1/logs";
 
 const MiB = 1 << 20;
 
@@ -212,11 +222,12 @@ function binaryPush(
   body: Uint8Array,
   contentType: string,
   encoding?: string,
+  path = PUSH_PATH,
 ): FuzzRequest {
   return {
     kind,
     method: "POST",
-    path: PUSH_PATH,
+    path,
     headers: {
       "Content-Type": contentType,
       ...(encoding !== undefined && { "Content-Encoding": encoding }),
@@ -239,7 +250,198 @@ const PUSH_KINDS = {
   "wrong-content-type": 7,
   "wrong-encoding": 4,
   "random-bytes": 6,
+  "otlp-protobuf": 6,
+  "otlp-json": 6,
+  "otlp-mutated": 10,
+  "otlp-hostile": 8,
 } as const;
+
+/** A random attribute value, nested up to `depth` levels of arrays and maps. */
+function otlpValue(rng: Rng, depth: number): OtlpValue {
+  switch (rng.int(0, depth > 0 ? 7 : 5)) {
+    case 0:
+      return {
+        kind: "string",
+        value: rng.chance(0.2) ? nastyString(rng, rng.int(0, 24)) : line(rng),
+      };
+    case 1:
+      return { kind: "bool", value: rng.chance(0.5) };
+    case 2:
+      return { kind: "int", value: BigInt(rng.int(-1e9, 1e9)) * BigInt(rng.int(1, 1e9)) };
+    case 3:
+      return { kind: "double", value: rng.pick([0.5, -1e300, NaN, Infinity, 1e-320, 42]) };
+    case 4:
+      return { kind: "bytes", value: rng.bytes(rng.int(0, 32)) };
+    case 5:
+      return { kind: "empty" };
+    case 6:
+      return {
+        kind: "array",
+        values: Array.from({ length: rng.int(0, 4) }, () => otlpValue(rng, depth - 1)),
+      };
+    default:
+      return {
+        kind: "kvlist",
+        values: Array.from({ length: rng.int(0, 4) }, () => ({
+          key: rng.pick(["a", "b.c", "", "ü", "1x"]),
+          value: otlpValue(rng, depth - 1),
+        })),
+      };
+  }
+}
+
+/** Streams as an OTLP request: one resource a stream, its app as service.name. */
+function otlpLogs(rng: Rng, streams: Stream[], depth = 2): OtlpLogs {
+  return {
+    resourceLogs: streams.map((s) => ({
+      resource: {
+        attributes: [
+          { key: "service.name", value: { kind: "string", value: s.labels.app! } },
+          ...Object.entries(s.labels).map(([key, value]) => ({
+            key: `k8s.${key}`,
+            value: { kind: "string" as const, value },
+          })),
+        ],
+        droppedAttributesCount: 0,
+      },
+      scopeLogs: [
+        {
+          scope: { name: "fuzz", version: "", attributes: [], droppedAttributesCount: 0 },
+          logRecords: s.entries.map((e) => ({
+            timeUnixNano: BigInt(e.ts),
+            observedTimeUnixNano: rng.chance(0.3) ? BigInt(e.ts) : 0n,
+            severityNumber: rng.int(0, 24),
+            severityText: rng.pick(["", "INFO", "warn"]),
+            body: rng.chance(0.7) ? { kind: "string", value: e.line } : otlpValue(rng, depth),
+            attributes: Array.from({ length: rng.int(0, 3) }, () => ({
+              key: rng.pick(["http.method", "user", "x"]),
+              value: otlpValue(rng, depth),
+            })),
+            droppedAttributesCount: 0,
+            flags: rng.int(0, 1),
+            traceId: rng.chance(0.5) ? rng.bytes(16) : new Uint8Array(0),
+            spanId: rng.chance(0.5) ? rng.bytes(8) : new Uint8Array(0),
+            eventName: "",
+          })),
+        },
+      ],
+    })),
+  };
+}
+
+/** OTLP/JSON of a request, as the specification writes it (hex ids, int64 as strings). */
+function otlpJson(logs: OtlpLogs): string {
+  const value = (v: OtlpValue): unknown => {
+    switch (v.kind) {
+      case "string":
+        return { stringValue: v.value };
+      case "bool":
+        return { boolValue: v.value };
+      case "int":
+        return { intValue: v.value.toString() };
+      case "double":
+        return { doubleValue: Number.isFinite(v.value) ? v.value : String(v.value) };
+      case "bytes":
+        return { bytesValue: Buffer.from(v.value).toString("base64") };
+      case "array":
+        return { arrayValue: { values: v.values.map(value) } };
+      case "kvlist":
+        return {
+          kvlistValue: { values: v.values.map((kv) => ({ key: kv.key, value: value(kv.value) })) },
+        };
+      case "empty":
+        return {};
+    }
+  };
+  const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
+  return JSON.stringify({
+    resourceLogs: logs.resourceLogs.map((rl) => ({
+      resource: {
+        attributes: rl.resource.attributes.map((a) => ({ key: a.key, value: value(a.value) })),
+      },
+      scopeLogs: rl.scopeLogs.map((sl) => ({
+        scope: { name: sl.scope.name },
+        logRecords: sl.logRecords.map((r) => ({
+          timeUnixNano: r.timeUnixNano.toString(),
+          severityNumber: r.severityNumber,
+          severityText: r.severityText,
+          body: value(r.body),
+          attributes: r.attributes.map((a) => ({ key: a.key, value: value(a.value) })),
+          traceId: hex(r.traceId),
+          spanId: hex(r.spanId),
+        })),
+      })),
+    })),
+  });
+}
+
+/** OTLP requests meant to hurt: deep values, many attributes, bad ids, odd numbers. */
+function hostileOtlp(rng: Rng, streams: Stream[]): FuzzRequest {
+  const kind = "otlp-hostile";
+  const json = (text: string) =>
+    binaryPush(kind, Buffer.from(text), "application/json", undefined, OTLP_PATH);
+  const record = (r: string) => `{"resourceLogs":[{"scopeLogs":[{"logRecords":[${r}]}]}]}`;
+  switch (rng.int(0, 6)) {
+    case 0: {
+      let deep: OtlpValue = { kind: "string", value: "x" };
+      for (let i = 0; i < MAX_OTLP_VALUE_DEPTH + rng.int(-2, 8); i++) {
+        deep = rng.chance(0.5)
+          ? { kind: "array", values: [deep] }
+          : { kind: "kvlist", values: [{ key: "k", value: deep }] };
+      }
+      const logs = otlpLogs(rng, streams);
+      const r0 = logs.resourceLogs[0]!.scopeLogs[0]!.logRecords[0]!;
+      const nested = {
+        ...logs,
+        resourceLogs: [
+          {
+            ...logs.resourceLogs[0]!,
+            scopeLogs: [
+              { ...logs.resourceLogs[0]!.scopeLogs[0]!, logRecords: [{ ...r0, body: deep }] },
+            ],
+          },
+        ],
+      };
+      return binaryPush(
+        kind,
+        encodeOtlpLogsProtobuf(nested),
+        "application/x-protobuf",
+        undefined,
+        OTLP_PATH,
+      );
+    }
+    case 1:
+      return json(record(`{"traceId":"${"a".repeat(rng.int(0, 40))}","body":{"stringValue":"x"}}`));
+    case 2:
+      return json(
+        record(
+          `{"timeUnixNano":${rng.pick(['"-1"', '"99999999999999999999999"', "1e30", '"0x10"', "null", "true"])}}`,
+        ),
+      );
+    case 3: {
+      // Many attributes: labels past the limit, metadata past its count and bytes.
+      const attrs = Array.from(
+        { length: rng.int(100, 3000) },
+        (_, i) => `{"key":"k8s.a${i}","value":{"stringValue":"${"v".repeat(rng.int(0, 50))}"}}`,
+      );
+      return json(
+        `{"resourceLogs":[{"resource":{"attributes":[${attrs.join(",")}]},"scopeLogs":[{"logRecords":[{"body":{"stringValue":"x"},"attributes":[${attrs.join(",")}]}]}]}]}`,
+      );
+    }
+    case 4:
+      return json(record(`{"body":{"stringValue":"a","intValue":"1"}}`));
+    case 5:
+      return binaryPush(
+        kind,
+        rng.bytes(rng.int(0, 2048)),
+        "application/x-protobuf",
+        rng.pick([undefined, "gzip"]),
+        OTLP_PATH,
+      );
+    default:
+      return json(record(`{"body":{"bytesValue":"${nastyString(rng, 8).replace(/["\\]/g, "")}"}}`));
+  }
+}
 
 /** The push request of case `rng`; timestamps are around `nowMs`. */
 export function pushCase(rng: Rng, nowMs: number): FuzzRequest {
@@ -318,5 +520,44 @@ export function pushCase(rng: Rng, nowMs: number): FuzzRequest {
         rng.pick(["application/json", "application/x-protobuf"]),
         rng.pick([undefined, "gzip", "deflate"]),
       );
+    case "otlp-protobuf": {
+      const body = encodeOtlpLogsProtobuf(otlpLogs(rng, streams));
+      const gz = rng.chance(0.3);
+      return binaryPush(
+        kind,
+        gz ? gzipSync(body) : body,
+        "application/x-protobuf",
+        gz ? "gzip" : undefined,
+        OTLP_PATH,
+      );
+    }
+    case "otlp-json":
+      return binaryPush(
+        kind,
+        Buffer.from(otlpJson(otlpLogs(rng, streams))),
+        "application/json",
+        undefined,
+        OTLP_PATH,
+      );
+    case "otlp-mutated": {
+      const logs = otlpLogs(rng, streams);
+      return rng.chance(0.5)
+        ? binaryPush(
+            kind,
+            mutateBytes(rng, encodeOtlpLogsProtobuf(logs), rng.int(1, 4)),
+            "application/x-protobuf",
+            undefined,
+            OTLP_PATH,
+          )
+        : binaryPush(
+            kind,
+            Buffer.from(mutateText(rng, otlpJson(logs), rng.int(1, 4))),
+            "application/json",
+            undefined,
+            OTLP_PATH,
+          );
+    }
+    case "otlp-hostile":
+      return hostileOtlp(rng, streams);
   }
 }
