@@ -9,7 +9,7 @@ import { once } from "node:events";
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
 
-/** @type {[{ url: string, contentType: string, bodies: Uint8Array[], connections: number, durationMs: number }]} */
+/** @type {[{ url: string, path: string, ok: number, contentType: string, bodies: Uint8Array[], connections: number, durationMs: number }]} */
 const [job] = /** @type {any} */ (await once(globalThis.process, "message"));
 const pool = new Pool(job.url, { connections: job.connections, pipelining: 1 });
 const deadline = performance.now() + job.durationMs;
@@ -25,14 +25,14 @@ async function loop(start) {
     const body = job.bodies[i % job.bodies.length];
     const t = performance.now();
     const res = await pool.request({
-      path: "/loki/api/v1/push",
+      path: job.path,
       method: "POST",
       headers: { "content-type": job.contentType },
       body,
     });
     const text = await res.body.text();
     latencies.push(performance.now() - t);
-    if (res.statusCode === 204) ok++;
+    if (res.statusCode === job.ok) ok++;
     else {
       failed++;
       firstError ||= `${res.statusCode} ${text.slice(0, 200)}`;

@@ -1,6 +1,7 @@
 /**
  * `pnpm bench:push`: lines/s and MB/s (raw line bytes) through HTTP into the queue, for
- * protobuf+snappy and JSON bodies, into the write-ahead log and, when KAFKA_BROKERS is set,
+ * protobuf+snappy and JSON bodies and OTLP protobuf (`/otlp/v1/logs`, the same lines as
+ * one resource a stream with its labels as attributes), into the write-ahead log and, when KAFKA_BROKERS is set,
  * into Kafka. Each request is a batch of 1000 lines of about 200 bytes with `trace_id`
  * structured metadata, in 4 streams; `--connections` keep-alive connections over loopback
  * push as fast as answers come back (the client is a child process). "MB per server CPU-s"
@@ -23,8 +24,8 @@ import { logLevel } from "kafkajs";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { compress } from "snappyjs";
-import { encodePushRequest } from "@sieve/proto";
-import type { PushRequest } from "@sieve/proto";
+import { encodeOtlpLogsProtobuf, encodePushRequest } from "@sieve/proto";
+import type { OtlpLogs, PushRequest } from "@sieve/proto";
 import { KafkaQueueWriter, openWal } from "@sieve/queue";
 import type { QueueWriter } from "@sieve/queue";
 import { DEFAULT_CONFIG, type DistributorConfig } from "../src/config.js";
@@ -109,13 +110,57 @@ function jsonBody(b: ReturnType<typeof batch>): Uint8Array {
   );
 }
 
+/** The batch as an OTLP request: a resource a stream, `service.name` and indexed k8s names. */
+function otlpBody(b: ReturnType<typeof batch>): Uint8Array {
+  const logs: OtlpLogs = {
+    resourceLogs: b.streams.map((s) => ({
+      resource: {
+        attributes: [
+          { key: "service.name", value: { kind: "string", value: s.labels.app! } },
+          { key: "k8s.pod.name", value: { kind: "string", value: s.labels.stream! } },
+          { key: "k8s.namespace.name", value: { kind: "string", value: s.labels.env! } },
+        ],
+        droppedAttributesCount: 0,
+      },
+      scopeLogs: [
+        {
+          scope: { name: "bench", version: "", attributes: [], droppedAttributesCount: 0 },
+          logRecords: s.lines.map(([ns, line, trace]) => ({
+            timeUnixNano: ns,
+            observedTimeUnixNano: 0n,
+            severityNumber: 9,
+            severityText: "",
+            body: { kind: "string", value: line },
+            attributes: [],
+            droppedAttributesCount: 0,
+            flags: 0,
+            traceId: Uint8Array.from(Buffer.from(trace, "hex")),
+            spanId: new Uint8Array(0),
+            eventName: "",
+          })),
+        },
+      ],
+    })),
+  };
+  return encodeOtlpLogsProtobuf(logs);
+}
+
+const PUSH = { path: "/loki/api/v1/push", ok: 204 };
 const formats = [
   {
     name: "protobuf+snappy",
     contentType: "application/x-protobuf",
     bodies: batches.map(protobufBody),
+    ...PUSH,
   },
-  { name: "json", contentType: "application/json", bodies: batches.map(jsonBody) },
+  { name: "json", contentType: "application/json", bodies: batches.map(jsonBody), ...PUSH },
+  {
+    name: "otlp protobuf",
+    contentType: "application/x-protobuf",
+    bodies: batches.map(otlpBody),
+    path: "/otlp/v1/logs",
+    ok: 200,
+  },
 ];
 
 interface Queue {
@@ -191,6 +236,8 @@ async function measure(queue: Queue, format: (typeof formats)[number]): Promise<
     client.send({
       url,
       contentType: format.contentType,
+      path: format.path,
+      ok: format.ok,
       bodies: format.bodies,
       connections: CONNECTIONS,
       durationMs: DURATION_MS,
