@@ -111,7 +111,12 @@ async function checkEveryEndpoint(from: "ingester" | "store"): Promise<void> {
     Array.from({ length: LINES }, (_, i) => pinoLine(i)).sort(),
   );
   for (const s of pinoData.result) {
-    expect(s.stream).toMatchObject({ app: "pino", env: "e2e", level: "info" });
+    expect(s.stream).toMatchObject({
+      app: "pino",
+      env: "e2e",
+      level: "info",
+      service_name: "pino",
+    });
     expect(s.stream.trace_id).toMatch(/^trace-\d+$/);
   }
   // Forward: oldest first. Lines logged in one millisecond share a timestamp, and equal
@@ -148,7 +153,7 @@ async function checkEveryEndpoint(from: "ingester" | "store"): Promise<void> {
   );
   expect(categorized.result.length).toBeGreaterThan(0);
   for (const s of categorized.result) {
-    expect(s.stream).toEqual({ app: "pino", env: "e2e", level: "info" });
+    expect(s.stream).toEqual({ app: "pino", env: "e2e", level: "info", service_name: "pino" });
     for (const value of s.values) {
       expect(value[2]).toMatchObject({ structuredMetadata: { trace_id: "trace-1" } });
     }
@@ -190,8 +195,8 @@ async function checkEveryEndpoint(from: "ingester" | "store"): Promise<void> {
   })) as { data: Record<string, string>[] };
   expect(series.data).toEqual(
     expect.arrayContaining([
-      { app: "pino", env: "e2e", level: "info" },
-      { app: "winston", env: "e2e", level: "info" },
+      { app: "pino", env: "e2e", level: "info", service_name: "pino" },
+      { app: "winston", env: "e2e", level: "info", service_name: "winston" },
     ]),
   );
   const posted = await fetch(new URL("/loki/api/v1/series", sieve!.url), {
@@ -201,7 +206,7 @@ async function checkEveryEndpoint(from: "ingester" | "store"): Promise<void> {
   });
   expect(posted.status).toBe(200);
   expect(((await posted.json()) as { data: unknown[] }).data).toEqual([
-    { app: "winston", env: "e2e", level: "info" },
+    { app: "winston", env: "e2e", level: "info", service_name: "winston" },
   ]);
   const stats = (await getJson(sieve!.url, "/loki/api/v1/index/stats", {
     query: '{env="e2e"}',

@@ -127,7 +127,8 @@ function key(labels: Record<string, string>, ts: string, line: string): string {
 function expectedLines(s: number, k: number): string[] {
   const out: string[] = [];
   for (let i = k * PER_TRACE; i < Math.min((k + 1) * PER_TRACE, LINES); i++) {
-    const labels = { ...streamLabels(s), trace_id: traceId(RUN, s, k) };
+    // The distributor names the service from `app` (Loki's service_name discovery).
+    const labels = { ...streamLabels(s), service_name: "shop", trace_id: traceId(RUN, s, k) };
     out.push(key(labels, String(timestampNs(s, i)), lineText(s, i)));
   }
   return out.sort();

@@ -122,7 +122,7 @@ const SCHEMA = defineSchema({
       otlpScopeDrop: "OTLP scope attributes dropped, names or `/regex/`",
       otlpLogDrop: "OTLP log record attributes dropped, names or `/regex/`",
       discoverServiceName:
-        "labels naming the service of an OTLP resource without `service.name`, in order (Loki's `discover_service_name`); none found: `unknown_service`; empty: off",
+        "a stream without `service_name` gets the first of these labels it has (an OTLP resource: without `service.name`), as Loki's `discover_service_name`; none: `unknown_service`; empty list: off",
     },
   },
 });

@@ -25,12 +25,19 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** Config with limits changed, for tests. */
+/**
+ * Config with limits changed, for tests. Service name discovery is off unless `limits`
+ * turns it on: the streams of these tests keep the labels they were pushed with.
+ */
 export function testConfig(
   config: Partial<Omit<DistributorConfig, "limits">> = {},
   limits: Partial<TenantLimits> = {},
 ): DistributorConfig {
-  return { ...DEFAULT_CONFIG, ...config, limits: { ...DEFAULT_CONFIG.limits, ...limits } };
+  return {
+    ...DEFAULT_CONFIG,
+    ...config,
+    limits: { ...DEFAULT_CONFIG.limits, discoverServiceName: [], ...limits },
+  };
 }
 
 /** Opens a WAL in a fresh temporary directory. */
@@ -50,7 +57,7 @@ export async function startDistributor(
   const { wal, dir } = await tempWal();
   const registry = new Registry();
   const app = await createDistributorServer({
-    config: options.config ?? DEFAULT_CONFIG,
+    config: options.config ?? testConfig(),
     queue: options.queue ?? wal.writer,
     logger: pino({ level: "silent" }),
     registry,

@@ -46,7 +46,10 @@ export interface TenantLimits {
   readonly otlpScopeDrop: readonly string[];
   /** OTLP log record attributes dropped. */
   readonly otlpLogDrop: readonly string[];
-  /** Loki's `discover_service_name`, for OTLP resources without `service.name`. */
+  /**
+   * Loki's `discover_service_name`: a stream without `service_name` gets the first of
+   * these labels it has, or `unknown_service`; empty turns discovery off.
+   */
   readonly discoverServiceName: readonly string[];
 }
 

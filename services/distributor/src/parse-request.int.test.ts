@@ -3,6 +3,7 @@
 // with Loki's status and, where Loki's error is worded, its words).
 import { deflateRawSync, deflateSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_LIMITS } from "./limits.js";
 import { readUntil, startDistributor, testConfig } from "./harness.test-helper.js";
 import type { Harness, ReadRecord } from "./harness.test-helper.js";
 
@@ -29,6 +30,8 @@ interface Case {
   /** The accepted stream's labels and structured metadata, as the queue receives them. */
   readonly labels?: string;
   readonly metadata?: { name: string; value: string }[];
+  /** Pushed as a tenant with service_name discovery on (Loki's default list). */
+  readonly discover?: boolean;
 }
 
 const CASES: Case[] = [
@@ -145,20 +148,30 @@ const CASES: Case[] = [
       { name: "b", value: "b" },
     ],
   },
-  // Loki's last three cases turn service_name discovery on; the parsing they exercise is
-  // the JSON case above (discovery itself is the OTLP part of issue 16).
+  // Loki's last three cases turn service_name discovery on (its default list).
   {
     name: "JSON with a job label",
     body: line(`{ "foo": "bar2", "job": "stuff" }`),
     type: "application/json",
     status: 204,
+    discover: true,
+    labels: '{foo="bar2", job="stuff", service_name="stuff"}',
   },
-  { name: "JSON, no service label", body: FOO, type: "application/json", status: 204 },
+  {
+    name: "JSON, no service label",
+    body: FOO,
+    type: "application/json",
+    status: 204,
+    discover: true,
+    labels: '{foo="bar2", service_name="unknown_service"}',
+  },
   {
     name: "JSON, an aggregated metric stream",
     body: line(`{ "__aggregated_metric__": "stuff", "foo": "bar2", "job": "stuff" }`),
     type: "application/json",
     status: 204,
+    discover: true,
+    labels: '{__aggregated_metric__="stuff", foo="bar2", job="stuff"}',
   },
 ];
 
@@ -168,18 +181,21 @@ const MAX_DECOMPRESSED_BYTES = 1024 * 1024;
 let h: Harness;
 beforeAll(async () => {
   // Loki's table pushes 2019 samples: no age limit here.
-  const config = testConfig(
-    { maxDecompressedBytes: MAX_DECOMPRESSED_BYTES },
-    { rejectOldSamples: false },
-  );
+  const config = {
+    ...testConfig(
+      { maxDecompressedBytes: MAX_DECOMPRESSED_BYTES, authEnabled: true },
+      { rejectOldSamples: false },
+    ),
+    overrides: { discover: { discoverServiceName: DEFAULT_LIMITS.discoverServiceName } },
+  };
   h = await startDistributor({ config });
 });
 afterAll(async () => {
   await h.close();
 });
 
-async function push(c: Pick<Case, "body" | "type" | "encoding">) {
-  const headers: Record<string, string> = {};
+async function push(c: Pick<Case, "body" | "type" | "encoding" | "discover">) {
+  const headers: Record<string, string> = { "x-scope-orgid": c.discover ? "discover" : "fake" };
   if (c.type !== undefined) headers["content-type"] = c.type;
   if (c.encoding) headers["content-encoding"] = c.encoding;
   const res = await fetch(`${h.url}/loki/api/v1/push`, { method: "POST", body: c.body, headers });

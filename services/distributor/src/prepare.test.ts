@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { parseLabels } from "@sieve/labels";
 import { decodeQueueRecord } from "@sieve/proto";
 import { DEFAULT_LIMITS } from "./limits.js";
-import { preparePush } from "./prepare.js";
+import { preparePush, withServiceName } from "./prepare.js";
 import type { PrepareOutcome, PreparedPush } from "./prepare.js";
 
 const NOW_MS = Date.UTC(2026, 0, 1);
@@ -16,7 +16,7 @@ function prepareJson(body: string): PrepareOutcome {
     format: "json",
     encoding: "identity",
     maxDecompressedBytes: 16 << 20,
-    limits: { ...DEFAULT_LIMITS, maxLabelNamesPerSeries: 1000 },
+    limits: { ...DEFAULT_LIMITS, maxLabelNamesPerSeries: 1000, discoverServiceName: [] },
     nowMs: NOW_MS,
   });
 }
@@ -101,5 +101,49 @@ describe("bodies that cost a lot to decode", () => {
     const body = `{"streams":[{"stream":{"a":"b"},"values":[["${TS}","${line}"]]}]}`;
     const push = accepted(prepareJson(body));
     expect(decodeQueueRecord(push.records).entries[0]!.line).toBe(JSON.parse(`"${line}"`));
+  });
+});
+
+describe("service_name discovery (Loki's discover_service_name)", () => {
+  const l = (o: Record<string, string>) =>
+    Object.entries(o).map(([name, value]) => ({ name, value }));
+  it.each<[string, Record<string, string>, readonly string[], Record<string, string>]>([
+    [
+      "the first label of the list",
+      { job: "j", app: "a" },
+      DEFAULT_LIMITS.discoverServiceName,
+      { app: "a", job: "j", service_name: "a" },
+    ],
+    [
+      "none on the list",
+      { foo: "bar" },
+      DEFAULT_LIMITS.discoverServiceName,
+      { foo: "bar", service_name: "unknown_service" },
+    ],
+    [
+      "an empty value does not name it",
+      { app: "", job: "j" },
+      ["app", "job"],
+      { app: "", job: "j", service_name: "j" },
+    ],
+    [
+      "service_name already set",
+      { service_name: "s", app: "a" },
+      DEFAULT_LIMITS.discoverServiceName,
+      { app: "a", service_name: "s" },
+    ],
+    [
+      "an aggregated metric stream",
+      { __aggregated_metric__: "x" },
+      DEFAULT_LIMITS.discoverServiceName,
+      { __aggregated_metric__: "x" },
+    ],
+    ["discovery off", { app: "a" }, [], { app: "a" }],
+  ])("%s", (_name, labels, discover, want) => {
+    // Labels arrive sorted by name, as parsing leaves them.
+    const sorted = l(labels).sort((a, b) => (a.name < b.name ? -1 : 1));
+    expect(withServiceName(sorted, discover)).toEqual(
+      l(want).sort((a, b) => (a.name < b.name ? -1 : 1)),
+    );
   });
 });

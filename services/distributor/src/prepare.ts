@@ -24,7 +24,7 @@ import {
 } from "@sieve/proto";
 import type { RawPush } from "@sieve/proto";
 import { DecodeError, decodeJsonPush, decodeOtlpPush, decodeProtobufPush } from "./decode.js";
-import { otlpStreams } from "./otlp.js";
+import { UNKNOWN_SERVICE, otlpStreams } from "./otlp.js";
 import type { IncomingStream } from "./decode.js";
 import type { TenantLimits } from "./limits.js";
 import {
@@ -389,7 +389,34 @@ function streamLabels(
     }
   }
   const rejection = validateLabels(labels, stream.labelsText, limits);
-  return rejection === undefined ? { labels } : { rejection };
+  if (rejection !== undefined) return { rejection };
+  return { labels: withServiceName(labels, limits.discoverServiceName) };
+}
+
+/**
+ * Loki's service name discovery (`discover_service_name`): a stream without `service_name`
+ * gets the value of the first label of `discover` it has, or `unknown_service`; an empty
+ * list turns it off. Grafana's Logs Drilldown lists services by this label.
+ */
+export function withServiceName(
+  labels: readonly Label[],
+  discover: readonly string[],
+): readonly Label[] {
+  if (discover.length === 0) return labels;
+  // Loki leaves its own aggregated-metric streams (pattern ingester) as they are.
+  if (labels.some((l) => l.name === "service_name" || l.name === "__aggregated_metric__")) {
+    return labels;
+  }
+  let value = UNKNOWN_SERVICE;
+  for (const name of discover) {
+    const found = labels.find((l) => l.name === name && l.value !== "");
+    if (found !== undefined) {
+      value = found.value;
+      break;
+    }
+  }
+  const out = [...labels, { name: "service_name", value }];
+  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /**
