@@ -314,8 +314,12 @@ export function encodeQueueRecordRaw(
   push: RawPush,
   stream: RawPushStream,
   kept: ArrayLike<number>,
+  /** One more pair for some entries, by position in `kept` (the distributor's `detected_level`). */
+  extra?: { readonly name: string; readonly values: readonly (string | undefined)[] },
 ): Uint8Array {
   const { entries, pairs, timestamps } = stream;
+  const extraName = extra?.name ?? "";
+  const extraNameBytes = Buffer.byteLength(extraName);
   const src = push.bytes;
   const tenantBytes = Buffer.byteLength(tenant);
   const labelsBytes = Buffer.byteLength(labels);
@@ -330,6 +334,11 @@ export function encodeQueueRecordRaw(
       const name = pairs[p * 4 + 1]! - pairs[p * 4]!;
       const value = pairs[p * 4 + 3]! - pairs[p * 4 + 2]!;
       const pair = stringField(name) + stringField(value);
+      entry += 1 + varintSize(pair) + pair;
+    }
+    const value = extra?.values[k];
+    if (value !== undefined) {
+      const pair = stringField(extraNameBytes) + stringField(Buffer.byteLength(value));
       entry += 1 + varintSize(pair) + pair;
     }
     entrySizes[k] = entry;
@@ -357,6 +366,14 @@ export function encodeQueueRecordRaw(
       at = writeVarint(out, at, stringField(name) + stringField(value));
       at = writeRange(out, at, (1 << 3) | 2, src, pairs[p * 4]!, pairs[p * 4 + 1]!);
       at = writeRange(out, at, (2 << 3) | 2, src, pairs[p * 4 + 2]!, pairs[p * 4 + 3]!);
+    }
+    const value = extra?.values[k];
+    if (value !== undefined) {
+      const valueBytes = Buffer.byteLength(value);
+      out[at++] = (3 << 3) | 2;
+      at = writeVarint(out, at, stringField(extraNameBytes) + stringField(valueBytes));
+      at = writeString(out, at, (1 << 3) | 2, extraName, extraNameBytes);
+      at = writeString(out, at, (2 << 3) | 2, value, valueBytes);
     }
   }
   writeRecordEnvelope(out);

@@ -127,8 +127,14 @@ function key(labels: Record<string, string>, ts: string, line: string): string {
 function expectedLines(s: number, k: number): string[] {
   const out: string[] = [];
   for (let i = k * PER_TRACE; i < Math.min((k + 1) * PER_TRACE, LINES); i++) {
-    // The distributor names the service from `app` (Loki's service_name discovery).
-    const labels = { ...streamLabels(s), service_name: "shop", trace_id: traceId(RUN, s, k) };
+    // The distributor names the service from `app` and finds no level in these lines
+    // (Loki's service_name and log level discovery).
+    const labels = {
+      ...streamLabels(s),
+      service_name: "shop",
+      trace_id: traceId(RUN, s, k),
+      detected_level: "unknown",
+    };
     out.push(key(labels, String(timestampNs(s, i)), lineText(s, i)));
   }
   return out.sort();

@@ -121,6 +121,8 @@ const SCHEMA = defineSchema({
         "OTLP resource attributes dropped, names or `/regex/` (win over the index list)",
       otlpScopeDrop: "OTLP scope attributes dropped, names or `/regex/`",
       otlpLogDrop: "OTLP log record attributes dropped, names or `/regex/`",
+      discoverLogLevels:
+        "add `detected_level` structured metadata to each entry without one (Loki's `discover_log_levels`): a level label or field, an OTLP severity, the line's JSON or logfmt level, keywords; else `unknown`",
       discoverServiceName:
         "a stream without `service_name` gets the first of these labels it has (an OTLP resource: without `service.name`), as Loki's `discover_service_name`; none: `unknown_service`; empty list: off",
     },

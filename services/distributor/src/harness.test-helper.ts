@@ -26,8 +26,9 @@ export interface Harness {
 }
 
 /**
- * Config with limits changed, for tests. Service name discovery is off unless `limits`
- * turns it on: the streams of these tests keep the labels they were pushed with.
+ * Config with limits changed, for tests. Service name and level discovery are off unless
+ * `limits` turns them on: the streams of these tests keep the labels and metadata they
+ * were pushed with.
  */
 export function testConfig(
   config: Partial<Omit<DistributorConfig, "limits">> = {},
@@ -36,7 +37,12 @@ export function testConfig(
   return {
     ...DEFAULT_CONFIG,
     ...config,
-    limits: { ...DEFAULT_CONFIG.limits, discoverServiceName: [], ...limits },
+    limits: {
+      ...DEFAULT_CONFIG.limits,
+      discoverServiceName: [],
+      discoverLogLevels: false,
+      ...limits,
+    },
   };
 }
 

@@ -51,6 +51,11 @@ export interface TenantLimits {
    * these labels it has, or `unknown_service`; empty turns discovery off.
    */
   readonly discoverServiceName: readonly string[];
+  /**
+   * Loki's `discover_log_levels`: each entry gets `detected_level` structured metadata
+   * (from a level label or field, an OTLP severity, the line), unless it has one.
+   */
+  readonly discoverLogLevels: boolean;
 }
 
 const MB = 1024 * 1024;
@@ -78,6 +83,7 @@ export const DEFAULT_LIMITS: TenantLimits = {
   otlpScopeDrop: [],
   otlpLogDrop: [],
   discoverServiceName: DEFAULT_DISCOVER_SERVICE_NAME,
+  discoverLogLevels: true,
 };
 
 /** What the distributor asks of its limits: the effective limits of a tenant. */

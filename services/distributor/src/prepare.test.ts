@@ -16,7 +16,12 @@ function prepareJson(body: string): PrepareOutcome {
     format: "json",
     encoding: "identity",
     maxDecompressedBytes: 16 << 20,
-    limits: { ...DEFAULT_LIMITS, maxLabelNamesPerSeries: 1000, discoverServiceName: [] },
+    limits: {
+      ...DEFAULT_LIMITS,
+      maxLabelNamesPerSeries: 1000,
+      discoverServiceName: [],
+      discoverLogLevels: false,
+    },
     nowMs: NOW_MS,
   });
 }

@@ -24,6 +24,7 @@ import {
 } from "@sieve/proto";
 import type { RawPush } from "@sieve/proto";
 import { DecodeError, decodeJsonPush, decodeOtlpPush, decodeProtobufPush } from "./decode.js";
+import { LEVEL_LABEL, LEVEL_METADATA, detectLevel } from "./level.js";
 import { UNKNOWN_SERVICE, otlpStreams } from "./otlp.js";
 import type { IncomingStream } from "./decode.js";
 import type { TenantLimits } from "./limits.js";
@@ -147,8 +148,21 @@ interface StreamSource {
   lineBytes(i: number): number;
   metadataCount(i: number): number;
   metadataBytes(i: number): number;
-  /** The queue record of entries `kept` (indexes, in order). */
-  encode(tenant: string, labels: string, fingerprint: bigint, kept: readonly number[]): Uint8Array;
+  /** Entry `i`'s line (decoded only when a level is to be detected). */
+  line(i: number): string;
+  /** Entry `i`'s metadata pairs the level detector reads (`LEVEL_METADATA`), by name. */
+  levelMetadata(i: number): ReadonlyMap<string, string>;
+  /**
+   * The queue record of entries `kept` (indexes, in order), each given the pair
+   * `detected_level` = `levels[k]` when that is set.
+   */
+  encode(
+    tenant: string,
+    labels: string,
+    fingerprint: bigint,
+    kept: readonly number[],
+    levels?: readonly (string | undefined)[],
+  ): Uint8Array;
 }
 
 /** A decoded stream (JSON, or a caller's) as a source. */
@@ -162,8 +176,27 @@ function incomingSource(stream: IncomingStream): StreamSource {
     lineBytes: (i) => utf8Bytes(entries[i]!.line),
     metadataCount: (i) => entries[i]!.structuredMetadata.length,
     metadataBytes: (i) => structuredMetadataBytes(entries[i]!.structuredMetadata),
-    encode: (tenant, labels, fingerprint, kept) =>
-      encodeQueueRecord({ tenant, labels, fingerprint, entries: kept.map((i) => entries[i]!) }),
+    line: (i) => entries[i]!.line,
+    levelMetadata: (i) => {
+      const out = new Map<string, string>();
+      for (const { name, value } of entries[i]!.structuredMetadata) {
+        if (LEVEL_METADATA.has(name) && !out.has(name)) out.set(name, value);
+      }
+      return out;
+    },
+    encode: (tenant, labels, fingerprint, kept, levels) =>
+      encodeQueueRecord({
+        tenant,
+        labels,
+        fingerprint,
+        entries: kept.map((i, k) => {
+          const e = entries[i]!;
+          const level = levels?.[k];
+          if (level === undefined) return e;
+          const pair = { name: LEVEL_LABEL, value: level };
+          return { ...e, structuredMetadata: [...e.structuredMetadata, pair] };
+        }),
+      }),
   };
 }
 
@@ -176,8 +209,28 @@ function rawSources(push: RawPush): StreamSource[] {
     lineBytes: (i) => rawLineBytes(s, i),
     metadataCount: (i) => rawPairCount(s, i),
     metadataBytes: (i) => rawMetadataBytes(s, i),
-    encode: (tenant, labels, fingerprint, kept) =>
-      encodeQueueRecordRaw(tenant, labels, fingerprint, push, s, kept),
+    line: (i) => push.bytes.toString("utf8", s.entries[i * 4]!, s.entries[i * 4 + 1]!),
+    levelMetadata: (i) => {
+      const out = new Map<string, string>();
+      const { bytes } = push;
+      for (let p = s.entries[i * 4 + 2]!; p < s.entries[i * 4 + 3]!; p++) {
+        // Names are short; values are decoded only for the names the detector reads.
+        const name = bytes.toString("utf8", s.pairs[p * 4]!, s.pairs[p * 4 + 1]!);
+        if (!LEVEL_METADATA.has(name) || out.has(name)) continue;
+        out.set(name, bytes.toString("utf8", s.pairs[p * 4 + 2]!, s.pairs[p * 4 + 3]!));
+      }
+      return out;
+    },
+    encode: (tenant, labels, fingerprint, kept, levels) =>
+      encodeQueueRecordRaw(
+        tenant,
+        labels,
+        fingerprint,
+        push,
+        s,
+        kept,
+        levels === undefined ? undefined : { name: LEVEL_LABEL, values: levels },
+      ),
   }));
 }
 
@@ -244,6 +297,8 @@ function inflateDeflate(body: Uint8Array, maxBytes: number): Uint8Array {
 
 interface Kept {
   readonly source: StreamSource;
+  /** The labels, parsed. */
+  readonly parsed: readonly Label[];
   readonly labels: string;
   readonly fingerprint: bigint;
   readonly entries: number[];
@@ -309,6 +364,7 @@ function prepareSources(
     }
     const k: Kept = {
       source: stream,
+      parsed: labels,
       labels: canonical,
       fingerprint: fingerprint(canonical),
       entries: [],
@@ -340,9 +396,19 @@ function prepareSources(
     if (k.entries.length > 0) kept.push(k);
   }
 
+  // Loki's level discovery, on the entries kept (its limits do not count the added pair).
+  const levels = (k: Kept): (string | undefined)[] | undefined => {
+    if (!limits.discoverLogLevels || !limits.allowStructuredMetadata) return undefined;
+    return k.entries.map((i) => {
+      const metadata = k.source.levelMetadata(i);
+      return detectLevel(k.parsed, (name) => metadata.get(name), k.source.line(i));
+    });
+  };
   // Each record is encoded on its own (protobufjs may hand back a slice of a shared pool),
   // then copied into one fresh buffer that can be transferred without copying again.
-  const encoded = kept.map((k) => k.source.encode(tenant, k.labels, k.fingerprint, k.entries));
+  const encoded = kept.map((k) =>
+    k.source.encode(tenant, k.labels, k.fingerprint, k.entries, levels(k)),
+  );
   let total = 0;
   for (const e of encoded) total += e.length;
   const records = new Uint8Array(total);
