@@ -209,15 +209,15 @@ function rawSources(push: RawPush): StreamSource[] {
     lineBytes: (i) => rawLineBytes(s, i),
     metadataCount: (i) => rawPairCount(s, i),
     metadataBytes: (i) => rawMetadataBytes(s, i),
-    line: (i) => push.bytes.toString("utf8", s.entries[i * 4]!, s.entries[i * 4 + 1]!),
+    line: (i) => push.bytes.toString("utf8", s.entries[i * 4], s.entries[i * 4 + 1]),
     levelMetadata: (i) => {
       const out = new Map<string, string>();
       const { bytes } = push;
       for (let p = s.entries[i * 4 + 2]!; p < s.entries[i * 4 + 3]!; p++) {
         // Names are short; values are decoded only for the names the detector reads.
-        const name = bytes.toString("utf8", s.pairs[p * 4]!, s.pairs[p * 4 + 1]!);
+        const name = bytes.toString("utf8", s.pairs[p * 4], s.pairs[p * 4 + 1]);
         if (!LEVEL_METADATA.has(name) || out.has(name)) continue;
-        out.set(name, bytes.toString("utf8", s.pairs[p * 4 + 2]!, s.pairs[p * 4 + 3]!));
+        out.set(name, bytes.toString("utf8", s.pairs[p * 4 + 2], s.pairs[p * 4 + 3]));
       }
       return out;
     },
