@@ -60,6 +60,7 @@ export {
   decodeOtlpLogsProtobuf,
   decodeOtlpLogsResponse,
   decodeOtlpStatus,
+  encodeOtlpLogsJson,
   encodeOtlpLogsProtobuf,
   encodeOtlpStatus,
   encodeOtlpLogsResponse,

@@ -6,6 +6,7 @@ import {
   decodeOtlpLogsJson,
   decodeOtlpLogsProtobuf,
   decodeOtlpLogsResponse,
+  encodeOtlpLogsJson,
   encodeOtlpLogsProtobuf,
   encodeOtlpLogsResponse,
   otlpLogsResponseJson,
@@ -211,6 +212,10 @@ describe("OTLP JSON", () => {
       ],
     };
     expect(decodeOtlpLogsJson(doc)).toEqual(logs);
+  });
+
+  test("what encodeOtlpLogsJson writes decodes to the same request", () => {
+    expect(decodeOtlpLogsJson(JSON.parse(encodeOtlpLogsJson(logs)))).toEqual(logs);
   });
 
   const wrap = (r: object) => ({ resourceLogs: [{ scopeLogs: [{ logRecords: [r] }] }] });

@@ -337,6 +337,61 @@ export function encodeOtlpLogsProtobuf(logs: OtlpLogs): Uint8Array {
   }).finish();
 }
 
+/** A value as OTLP/JSON writes it (int64 as a string, bytes as base64, NaN as a string). */
+function jsonOfValue(v: OtlpValue): unknown {
+  switch (v.kind) {
+    case "string":
+      return { stringValue: v.value };
+    case "bool":
+      return { boolValue: v.value };
+    case "int":
+      return { intValue: v.value.toString() };
+    case "double":
+      return { doubleValue: Number.isFinite(v.value) ? v.value : String(v.value) };
+    case "bytes":
+      return { bytesValue: Buffer.from(v.value).toString("base64") };
+    case "array":
+      return { arrayValue: { values: v.values.map(jsonOfValue) } };
+    case "kvlist":
+      return { kvlistValue: { values: v.values.map(jsonOfKv) } };
+    case "empty":
+      return {};
+  }
+}
+
+function jsonOfKv(kv: OtlpAttribute): unknown {
+  return { key: kv.key, value: jsonOfValue(kv.value) };
+}
+
+/** Encodes a request as OTLP/JSON (hex ids, lowerCamelCase): what tests and fuzzers send. */
+export function encodeOtlpLogsJson(logs: OtlpLogs): string {
+  const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
+  return JSON.stringify({
+    resourceLogs: logs.resourceLogs.map((rl) => ({
+      resource: {
+        attributes: rl.resource.attributes.map(jsonOfKv),
+        droppedAttributesCount: rl.resource.droppedAttributesCount,
+      },
+      scopeLogs: rl.scopeLogs.map((sl) => ({
+        scope: { ...sl.scope, attributes: sl.scope.attributes.map(jsonOfKv) },
+        logRecords: sl.logRecords.map((r) => ({
+          timeUnixNano: r.timeUnixNano.toString(),
+          observedTimeUnixNano: r.observedTimeUnixNano.toString(),
+          severityNumber: r.severityNumber,
+          severityText: r.severityText,
+          body: jsonOfValue(r.body),
+          attributes: r.attributes.map(jsonOfKv),
+          droppedAttributesCount: r.droppedAttributesCount,
+          flags: r.flags,
+          traceId: hex(r.traceId),
+          spanId: hex(r.spanId),
+          eventName: r.eventName,
+        })),
+      })),
+    })),
+  });
+}
+
 /** What a partial success reports: records refused and why (none: a full success). */
 export interface OtlpPartialSuccess {
   readonly rejectedLogRecords: number;

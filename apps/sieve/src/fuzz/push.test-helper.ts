@@ -7,6 +7,7 @@
 import { constants, deflateRawSync, deflateSync, gzipSync } from "node:zlib";
 import {
   MAX_OTLP_VALUE_DEPTH,
+  encodeOtlpLogsJson,
   encodeOtlpLogsProtobuf,
   encodePushRequest,
   type OtlpLogs,
@@ -329,52 +330,6 @@ function otlpLogs(rng: Rng, streams: Stream[], depth = 2): OtlpLogs {
   };
 }
 
-/** OTLP/JSON of a request, as the specification writes it (hex ids, int64 as strings). */
-function otlpJson(logs: OtlpLogs): string {
-  const value = (v: OtlpValue): unknown => {
-    switch (v.kind) {
-      case "string":
-        return { stringValue: v.value };
-      case "bool":
-        return { boolValue: v.value };
-      case "int":
-        return { intValue: v.value.toString() };
-      case "double":
-        return { doubleValue: Number.isFinite(v.value) ? v.value : String(v.value) };
-      case "bytes":
-        return { bytesValue: Buffer.from(v.value).toString("base64") };
-      case "array":
-        return { arrayValue: { values: v.values.map(value) } };
-      case "kvlist":
-        return {
-          kvlistValue: { values: v.values.map((kv) => ({ key: kv.key, value: value(kv.value) })) },
-        };
-      case "empty":
-        return {};
-    }
-  };
-  const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
-  return JSON.stringify({
-    resourceLogs: logs.resourceLogs.map((rl) => ({
-      resource: {
-        attributes: rl.resource.attributes.map((a) => ({ key: a.key, value: value(a.value) })),
-      },
-      scopeLogs: rl.scopeLogs.map((sl) => ({
-        scope: { name: sl.scope.name },
-        logRecords: sl.logRecords.map((r) => ({
-          timeUnixNano: r.timeUnixNano.toString(),
-          severityNumber: r.severityNumber,
-          severityText: r.severityText,
-          body: value(r.body),
-          attributes: r.attributes.map((a) => ({ key: a.key, value: value(a.value) })),
-          traceId: hex(r.traceId),
-          spanId: hex(r.spanId),
-        })),
-      })),
-    })),
-  });
-}
-
 /** OTLP requests meant to hurt: deep values, many attributes, bad ids, odd numbers. */
 function hostileOtlp(rng: Rng, streams: Stream[]): FuzzRequest {
   const kind = "otlp-hostile";
@@ -534,7 +489,7 @@ export function pushCase(rng: Rng, nowMs: number): FuzzRequest {
     case "otlp-json":
       return binaryPush(
         kind,
-        Buffer.from(otlpJson(otlpLogs(rng, streams))),
+        Buffer.from(encodeOtlpLogsJson(otlpLogs(rng, streams))),
         "application/json",
         undefined,
         OTLP_PATH,
@@ -551,7 +506,7 @@ export function pushCase(rng: Rng, nowMs: number): FuzzRequest {
           )
         : binaryPush(
             kind,
-            Buffer.from(mutateText(rng, otlpJson(logs), rng.int(1, 4))),
+            Buffer.from(mutateText(rng, encodeOtlpLogsJson(logs), rng.int(1, 4))),
             "application/json",
             undefined,
             OTLP_PATH,
