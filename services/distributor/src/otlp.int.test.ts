@@ -214,6 +214,34 @@ describe("POST /otlp/v1/logs", () => {
     expect(s.message).toMatch(message);
   });
 
+  it("413 for a gzip bomb, stopped at maxDecompressedBytes without inflating the rest", async () => {
+    h = await startDistributor({ config: testConfig({ maxDecompressedBytes: 1 << 20 }) });
+    const bomb = gzipSync(Buffer.alloc(64 << 20));
+    expect(bomb.length).toBeLessThan(128 << 10);
+    const res = await post(bomb, { ...PROTOBUF, "content-encoding": "gzip" });
+    expect(res.status).toBe(413);
+    expect(status(res)).toMatchObject({
+      code: 8,
+      message: expect.stringMatching(/decompressed/) as string,
+    });
+  });
+
+  it("503 (retryable) with a Status when the queue cannot store the push", async () => {
+    h = await startDistributor({
+      queue: {
+        partitions: 4,
+        append: () => Promise.reject(new Error("disk full")),
+        close: () => Promise.resolve(),
+      },
+    });
+    const res = await post(encodeOtlpLogsProtobuf(request([record("x")])), PROTOBUF);
+    expect(res.status).toBe(503);
+    expect(status(res)).toMatchObject({
+      code: 14,
+      message: expect.stringMatching(/disk full/) as string,
+    });
+  });
+
   it("413 for a body past maxBodyBytes, 429 (retryable) past the tenant's rate, 401 without a tenant", async () => {
     h = await startDistributor({
       config: testConfig(
