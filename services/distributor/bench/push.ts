@@ -57,6 +57,11 @@ const config: DistributorConfig = {
     ingestionBurstBytes: 1e12,
     perStreamRateBytes: 1e12,
     perStreamBurstBytes: 1e12,
+    // BENCH_DISCOVERY=off: without Loki's service name and level discovery, to weigh them.
+    ...(process.env.BENCH_DISCOVERY === "off" && {
+      discoverServiceName: [],
+      discoverLogLevels: false,
+    }),
   },
 };
 

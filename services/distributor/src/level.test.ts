@@ -3,7 +3,7 @@
 import { decodeQueueRecord, encodePushRequest } from "@sieve/proto";
 import { compress } from "snappyjs";
 import { describe, expect, it } from "vitest";
-import { LEVEL_LABEL, detectLevel, normalizeLevel } from "./level.js";
+import { LEVEL_LABEL, detectLevel, leadingLevel, normalizeLevel } from "./level.js";
 import { DEFAULT_LIMITS } from "./limits.js";
 import { preparePush } from "./prepare.js";
 
@@ -36,6 +36,21 @@ describe("detectLevel", () => {
     ["keywords: none", {}, {}, "GET /api 200", "unknown"],
   ])("%s", (_name, streamLabels, metadata, line, want) => {
     expect(detectLevel(labels(streamLabels), md(metadata), line)).toBe(want);
+  });
+
+  it.each<[string, string | undefined]>([
+    ["level=info msg=x", "info"],
+    ["level=WARNING", "warn"],
+    ["level=notice msg=x", undefined],
+    ['level="info"', undefined],
+    [" level=info", undefined],
+    ["lvl=info", undefined],
+    ["level=", undefined],
+  ])("leadingLevel(%j) is %s, as the logfmt scan would say or nothing", (line, want) => {
+    const bytes = Buffer.from(`xx${line}yy`);
+    // The slice ends before "yy": a value running to the end of the line.
+    expect(leadingLevel(bytes, 2, bytes.length - 2)).toBe(want);
+    if (want !== undefined) expect(detectLevel([], () => undefined, line)).toBe(want);
   });
 
   it.each([

@@ -71,21 +71,75 @@ export const LEVEL_METADATA: ReadonlySet<string> = new Set([
  */
 export function detectLevel(
   labels: readonly Label[],
-  metadata: MetadataLookup,
+  metadata: MetadataLookup | undefined,
   line: string,
 ): string | undefined {
-  if (metadata(LEVEL_LABEL) !== undefined) return undefined;
+  const found = new Map<string, string>();
+  for (const name of LEVEL_METADATA) {
+    const value = metadata?.(name);
+    if (value !== undefined) found.set(name, value);
+  }
+  const source: LevelSource = {
+    levelMetadata: () => (found.size > 0 ? found : undefined),
+    line: () => line,
+  };
+  return sourceLevel(labelLevel(labels), source, 0);
+}
+
+/** The level a stream's labels give every one of its entries, or undefined. */
+export function labelLevel(labels: readonly Label[]): string | undefined {
   for (const field of LEVEL_FIELDS) {
     const label = labels.find((l) => l.name === field);
     if (label !== undefined) return normalizeLevel(label.value);
   }
-  for (const field of LEVEL_FIELDS) {
-    const value = metadata(field);
-    if (value !== undefined) return normalizeLevel(value);
+  return undefined;
+}
+
+/** An entry source as the detector reads it, by entry index: no closure an entry. */
+export interface LevelSource {
+  /** The entry's metadata pairs the detector reads, or undefined when it has none. */
+  levelMetadata(i: number): ReadonlyMap<string, string> | undefined;
+  line(i: number): string;
+  leadingLevel?(i: number): string | undefined;
+}
+
+/** The `detected_level` of entry `i` of `source`, the stream's part done once. */
+export function sourceLevel(
+  fromLabels: string | undefined,
+  source: LevelSource,
+  i: number,
+): string | undefined {
+  const metadata = source.levelMetadata(i);
+  if (metadata !== undefined) {
+    if (metadata.has(LEVEL_LABEL)) return undefined;
+    if (fromLabels !== undefined) return fromLabels;
+    for (const field of LEVEL_FIELDS) {
+      const value = metadata.get(field);
+      if (value !== undefined) return normalizeLevel(value);
+    }
+    const severity = metadata.get("severity_number");
+    if (severity !== undefined) return otlpLevel(severity);
+  } else if (fromLabels !== undefined) {
+    return fromLabels;
   }
-  const severity = metadata("severity_number");
-  if (severity !== undefined) return otlpLevel(severity);
-  return levelOfLine(line);
+  return source.leadingLevel?.(i) ?? levelOfLine(source.line(i));
+}
+
+const LEVEL_PREFIX = Buffer.from("level=");
+
+/**
+ * The level of a line held as bytes that starts with `level=` and a known word (the
+ * common logfmt case), without decoding it; undefined for every other line.
+ */
+export function leadingLevel(bytes: Buffer, start: number, end: number): string | undefined {
+  if (end - start < LEVEL_PREFIX.length + 3) return undefined;
+  if (bytes.compare(LEVEL_PREFIX, 0, LEVEL_PREFIX.length, start, start + LEVEL_PREFIX.length) !== 0)
+    return undefined;
+  const from = start + LEVEL_PREFIX.length;
+  let to = from;
+  while (to < end && to - from <= 11 && bytes[to] !== 0x20) to++;
+  if (to - from > 11) return undefined;
+  return WORDS[bytes.toString("latin1", from, to).toLowerCase()];
 }
 
 /** The OpenTelemetry severity number's range, as Loki reads it. */

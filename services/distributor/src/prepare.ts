@@ -24,7 +24,10 @@ import {
 } from "@sieve/proto";
 import type { RawPush } from "@sieve/proto";
 import { DecodeError, decodeJsonPush, decodeOtlpPush, decodeProtobufPush } from "./decode.js";
-import { LEVEL_LABEL, LEVEL_METADATA, detectLevel } from "./level.js";
+import { LEVEL_LABEL, LEVEL_METADATA, labelLevel, leadingLevel, sourceLevel } from "./level.js";
+
+/** First bytes of the metadata names the level detector reads. */
+const LEVEL_FIRST_BYTES = new Set([...LEVEL_METADATA].map((name) => name.charCodeAt(0)));
 import { UNKNOWN_SERVICE, otlpStreams } from "./otlp.js";
 import type { IncomingStream } from "./decode.js";
 import type { TenantLimits } from "./limits.js";
@@ -150,8 +153,10 @@ interface StreamSource {
   metadataBytes(i: number): number;
   /** Entry `i`'s line (decoded only when a level is to be detected). */
   line(i: number): string;
+  /** The level the line's first bytes say, read without decoding it (see `leadingLevel`). */
+  leadingLevel?(i: number): string | undefined;
   /** Entry `i`'s metadata pairs the level detector reads (`LEVEL_METADATA`), by name. */
-  levelMetadata(i: number): ReadonlyMap<string, string>;
+  levelMetadata(i: number): ReadonlyMap<string, string> | undefined;
   /**
    * The queue record of entries `kept` (indexes, in order), each given the pair
    * `detected_level` = `levels[k]` when that is set.
@@ -178,9 +183,10 @@ function incomingSource(stream: IncomingStream): StreamSource {
     metadataBytes: (i) => structuredMetadataBytes(entries[i]!.structuredMetadata),
     line: (i) => entries[i]!.line,
     levelMetadata: (i) => {
-      const out = new Map<string, string>();
+      let out: Map<string, string> | undefined;
       for (const { name, value } of entries[i]!.structuredMetadata) {
-        if (LEVEL_METADATA.has(name) && !out.has(name)) out.set(name, value);
+        if (!LEVEL_METADATA.has(name) || out?.has(name) === true) continue;
+        (out ??= new Map()).set(name, value);
       }
       return out;
     },
@@ -210,13 +216,17 @@ function rawSources(push: RawPush): StreamSource[] {
     metadataCount: (i) => rawPairCount(s, i),
     metadataBytes: (i) => rawMetadataBytes(s, i),
     line: (i) => push.bytes.toString("utf8", s.entries[i * 4], s.entries[i * 4 + 1]),
+    leadingLevel: (i) => leadingLevel(push.bytes, s.entries[i * 4]!, s.entries[i * 4 + 1]!),
     levelMetadata: (i) => {
-      const out = new Map<string, string>();
+      let out: Map<string, string> | undefined;
       const { bytes } = push;
       for (let p = s.entries[i * 4 + 2]!; p < s.entries[i * 4 + 3]!; p++) {
-        // Names are short; values are decoded only for the names the detector reads.
+        // Every name the detector reads starts with one of a few bytes: most pairs
+        // (trace_id, user, ...) are passed over without decoding their name.
+        if (!LEVEL_FIRST_BYTES.has(bytes[s.pairs[p * 4]!]!)) continue;
         const name = bytes.toString("utf8", s.pairs[p * 4], s.pairs[p * 4 + 1]);
-        if (!LEVEL_METADATA.has(name) || out.has(name)) continue;
+        if (!LEVEL_METADATA.has(name) || out?.has(name) === true) continue;
+        out ??= new Map();
         out.set(name, bytes.toString("utf8", s.pairs[p * 4 + 2], s.pairs[p * 4 + 3]));
       }
       return out;
@@ -399,10 +409,8 @@ function prepareSources(
   // Loki's level discovery, on the entries kept (its limits do not count the added pair).
   const levels = (k: Kept): (string | undefined)[] | undefined => {
     if (!limits.discoverLogLevels || !limits.allowStructuredMetadata) return undefined;
-    return k.entries.map((i) => {
-      const metadata = k.source.levelMetadata(i);
-      return detectLevel(k.parsed, (name) => metadata.get(name), k.source.line(i));
-    });
+    const fromLabels = labelLevel(k.parsed);
+    return k.entries.map((i) => sourceLevel(fromLabels, k.source, i));
   };
   // Each record is encoded on its own (protobufjs may hand back a slice of a shared pool),
   // then copied into one fresh buffer that can be transferred without copying again.
