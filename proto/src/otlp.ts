@@ -290,106 +290,78 @@ export function decodeOtlpLogsProtobuf(bytes: Uint8Array, maxMessages: number): 
   };
 }
 
-function toWireValue(v: OtlpValue): WireValue {
-  switch (v.kind) {
-    case "string":
-      return { stringValue: v.value };
-    case "bool":
-      return { boolValue: v.value };
-    case "int":
-      return { intValue: toLong(v.value) };
-    case "double":
-      return { doubleValue: v.value };
-    case "bytes":
-      return { bytesValue: v.value };
-    case "array":
-      return { arrayValue: { values: v.values.map(toWireValue) } };
-    case "kvlist":
-      return { kvlistValue: { values: v.values.map(toWireKv) } };
-    case "empty":
-      return {};
-  }
+/** How an encoding writes the leaves the two encodings disagree on. */
+interface Leaves {
+  int64(n: bigint): unknown;
+  bytes(b: Uint8Array): unknown;
+  id(b: Uint8Array): unknown;
+  double(d: number): unknown;
 }
 
-function toWireKv(kv: OtlpAttribute): WireKv {
-  return { key: kv.key, value: toWireValue(kv.value) };
+/** protobufjs' forms: Longs and raw bytes. */
+const WIRE: Leaves = { int64: toLong, bytes: (b) => b, id: (b) => b, double: (d) => d };
+
+/** OTLP/JSON's: int64 as strings, base64 bytes, hex ids, NaN and infinities as strings. */
+const JSON_LEAVES: Leaves = {
+  int64: (n) => n.toString(),
+  bytes: (b) => Buffer.from(b).toString("base64"),
+  id: (b) => Buffer.from(b).toString("hex"),
+  double: (d) => (Number.isFinite(d) ? d : String(d)),
+};
+
+/** A request as the object tree both encoders write, leaves as `leaves` says. */
+function requestTree(logs: OtlpLogs, leaves: Leaves): object {
+  const value = (v: OtlpValue): object => {
+    switch (v.kind) {
+      case "string":
+        return { stringValue: v.value };
+      case "bool":
+        return { boolValue: v.value };
+      case "int":
+        return { intValue: leaves.int64(v.value) };
+      case "double":
+        return { doubleValue: leaves.double(v.value) };
+      case "bytes":
+        return { bytesValue: leaves.bytes(v.value) };
+      case "array":
+        return { arrayValue: { values: v.values.map(value) } };
+      case "kvlist":
+        return { kvlistValue: { values: v.values.map(kv) } };
+      case "empty":
+        return {};
+    }
+  };
+  const kv = (a: OtlpAttribute) => ({ key: a.key, value: value(a.value) });
+  return {
+    resourceLogs: logs.resourceLogs.map((rl) => ({
+      resource: {
+        attributes: rl.resource.attributes.map(kv),
+        droppedAttributesCount: rl.resource.droppedAttributesCount,
+      },
+      scopeLogs: rl.scopeLogs.map((sl) => ({
+        scope: { ...sl.scope, attributes: sl.scope.attributes.map(kv) },
+        logRecords: sl.logRecords.map((r) => ({
+          ...r,
+          timeUnixNano: leaves.int64(r.timeUnixNano),
+          observedTimeUnixNano: leaves.int64(r.observedTimeUnixNano),
+          body: value(r.body),
+          attributes: r.attributes.map(kv),
+          traceId: leaves.id(r.traceId),
+          spanId: leaves.id(r.spanId),
+        })),
+      })),
+    })),
+  };
 }
 
 /** Encodes a request as protobuf: what tests and benchmarks send. */
 export function encodeOtlpLogsProtobuf(logs: OtlpLogs): Uint8Array {
-  return RequestType.encode({
-    resourceLogs: logs.resourceLogs.map((rl) => ({
-      resource: {
-        attributes: rl.resource.attributes.map(toWireKv),
-        droppedAttributesCount: rl.resource.droppedAttributesCount,
-      },
-      scopeLogs: rl.scopeLogs.map((sl) => ({
-        scope: { ...sl.scope, attributes: sl.scope.attributes.map(toWireKv) },
-        logRecords: sl.logRecords.map((r) => ({
-          ...r,
-          timeUnixNano: toLong(r.timeUnixNano),
-          observedTimeUnixNano: toLong(r.observedTimeUnixNano),
-          body: toWireValue(r.body),
-          attributes: r.attributes.map(toWireKv),
-        })),
-      })),
-    })),
-  }).finish();
-}
-
-/** A value as OTLP/JSON writes it (int64 as a string, bytes as base64, NaN as a string). */
-function jsonOfValue(v: OtlpValue): unknown {
-  switch (v.kind) {
-    case "string":
-      return { stringValue: v.value };
-    case "bool":
-      return { boolValue: v.value };
-    case "int":
-      return { intValue: v.value.toString() };
-    case "double":
-      return { doubleValue: Number.isFinite(v.value) ? v.value : String(v.value) };
-    case "bytes":
-      return { bytesValue: Buffer.from(v.value).toString("base64") };
-    case "array":
-      return { arrayValue: { values: v.values.map(jsonOfValue) } };
-    case "kvlist":
-      return { kvlistValue: { values: v.values.map(jsonOfKv) } };
-    case "empty":
-      return {};
-  }
-}
-
-function jsonOfKv(kv: OtlpAttribute): unknown {
-  return { key: kv.key, value: jsonOfValue(kv.value) };
+  return RequestType.encode(requestTree(logs, WIRE)).finish();
 }
 
 /** Encodes a request as OTLP/JSON (hex ids, lowerCamelCase): what tests and fuzzers send. */
 export function encodeOtlpLogsJson(logs: OtlpLogs): string {
-  const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
-  return JSON.stringify({
-    resourceLogs: logs.resourceLogs.map((rl) => ({
-      resource: {
-        attributes: rl.resource.attributes.map(jsonOfKv),
-        droppedAttributesCount: rl.resource.droppedAttributesCount,
-      },
-      scopeLogs: rl.scopeLogs.map((sl) => ({
-        scope: { ...sl.scope, attributes: sl.scope.attributes.map(jsonOfKv) },
-        logRecords: sl.logRecords.map((r) => ({
-          timeUnixNano: r.timeUnixNano.toString(),
-          observedTimeUnixNano: r.observedTimeUnixNano.toString(),
-          severityNumber: r.severityNumber,
-          severityText: r.severityText,
-          body: jsonOfValue(r.body),
-          attributes: r.attributes.map(jsonOfKv),
-          droppedAttributesCount: r.droppedAttributesCount,
-          flags: r.flags,
-          traceId: hex(r.traceId),
-          spanId: hex(r.spanId),
-          eventName: r.eventName,
-        })),
-      })),
-    })),
-  });
+  return JSON.stringify(requestTree(logs, JSON_LEAVES));
 }
 
 /** What a partial success reports: records refused and why (none: a full success). */
