@@ -66,6 +66,14 @@ export const LEVEL_METADATA: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * First bytes of those names: a source holding names as bytes passes over every other
+ * pair (trace_id, user, ...) without decoding its name.
+ */
+export const LEVEL_FIRST_BYTES: ReadonlySet<number> = new Set(
+  [...LEVEL_METADATA].map((name) => name.charCodeAt(0)),
+);
+
+/**
  * The `detected_level` to add to an entry, or undefined when it already has one (Loki then
  * keeps it).
  */

@@ -10,7 +10,6 @@ import {
   attributePairs,
   goFloat,
   normalizeLabelName,
-  otlpRecordCount,
   otlpStreams,
   valueString,
 } from "./otlp.js";
@@ -247,7 +246,6 @@ describe("the default mapping", () => {
       ['{service_name="b"}', 2],
       ['{service_name="a"}', 2],
     ]);
-    expect(otlpRecordCount(two)).toBe(4);
   });
 
   it("on a name collision the last index label wins and metadata keeps both", () => {

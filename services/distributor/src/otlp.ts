@@ -324,10 +324,3 @@ export function otlpStreams(logs: OtlpLogs, limits: OtlpLimits, nowNs: bigint): 
     .filter(([, s]) => s.entries.length > 0)
     .map(([text, s]) => ({ labelsText: text, labels: s.labels, entries: s.entries }));
 }
-
-/** Records in a request: what a partial success counts against. */
-export function otlpRecordCount(logs: OtlpLogs): number {
-  let n = 0;
-  for (const rl of logs.resourceLogs) for (const sl of rl.scopeLogs) n += sl.logRecords.length;
-  return n;
-}

@@ -24,10 +24,14 @@ import {
 } from "@sieve/proto";
 import type { RawPush } from "@sieve/proto";
 import { DecodeError, decodeJsonPush, decodeOtlpPush, decodeProtobufPush } from "./decode.js";
-import { LEVEL_LABEL, LEVEL_METADATA, labelLevel, leadingLevel, sourceLevel } from "./level.js";
-
-/** First bytes of the metadata names the level detector reads. */
-const LEVEL_FIRST_BYTES = new Set([...LEVEL_METADATA].map((name) => name.charCodeAt(0)));
+import {
+  LEVEL_FIRST_BYTES,
+  LEVEL_LABEL,
+  LEVEL_METADATA,
+  labelLevel,
+  leadingLevel,
+  sourceLevel,
+} from "./level.js";
 import { UNKNOWN_SERVICE, otlpStreams } from "./otlp.js";
 import type { IncomingStream } from "./decode.js";
 import type { TenantLimits } from "./limits.js";
@@ -221,8 +225,6 @@ function rawSources(push: RawPush): StreamSource[] {
       let out: Map<string, string> | undefined;
       const { bytes } = push;
       for (let p = s.entries[i * 4 + 2]!; p < s.entries[i * 4 + 3]!; p++) {
-        // Every name the detector reads starts with one of a few bytes: most pairs
-        // (trace_id, user, ...) are passed over without decoding their name.
         if (!LEVEL_FIRST_BYTES.has(bytes[s.pairs[p * 4]!]!)) continue;
         const name = bytes.toString("utf8", s.pairs[p * 4], s.pairs[p * 4 + 1]);
         if (!LEVEL_METADATA.has(name) || out?.has(name) === true) continue;
