@@ -42,8 +42,9 @@ describe("SeriesBloomBuilder", () => {
         fc.array(arbChunk, { minLength: 1, maxLength: 6 }),
         fc.integer({ min: 1, max: 4 }),
         fc.integer({ min: 0, max: 40 }),
-        (chunks, chunksPerFlush, maxChunkTokens) => {
-          const builder = new SeriesBloomBuilder({ maxChunkTokens, cacheSize: 3 });
+        fc.constantFrom("exact" as const, "scalable" as const),
+        (chunks, chunksPerFlush, maxChunkTokens, layout) => {
+          const builder = new SeriesBloomBuilder({ maxChunkTokens, cacheSize: 3, layout });
           const blooms: { bloom: SeriesBloom; entries: MetadataPair[][][] }[] = [];
           let group: MetadataPair[][][] = [];
           chunks.forEach((entries, i) => {
@@ -199,6 +200,21 @@ describe("SeriesBloomBuilder", () => {
     const bloom = builder.finish();
     if (bloom?.status !== "ok") throw new Error("expected a bloom");
     expect(serializeFilter(bloom.filter).length).toBeLessThan(200);
+  });
+
+  it("writes the scalable filter as is with the scalable layout (Loki's), exact-size by default", () => {
+    const sizes = (["exact", "scalable"] as const).map((layout) => {
+      const builder = new SeriesBloomBuilder({ layout });
+      for (let i = 0; i < 100; i++) builder.add([{ name: "trace_id", value: `t${i}` }]);
+      builder.cut(chunk(1));
+      const filter = okFilter(builder.finish());
+      expect(filter.constructor.name).toBe(
+        layout === "exact" ? "PartitionedBloomFilter" : "ScalableBloomFilter",
+      );
+      return serializeFilter(filter as Parameters<typeof serializeFilter>[0]).length;
+    });
+    // The scalable filter's first slice is sized for 1,024 tokens whatever arrives.
+    expect(sizes[1]! / sizes[0]!).toBeGreaterThan(5);
   });
 
   it.each([

@@ -26,7 +26,16 @@ export interface SeriesBloomOptions {
   readonly maxChunkTokens?: number;
   /** Recently seen tokens remembered once a chunk's set has overflowed (4096). */
   readonly cacheSize?: number;
+  /**
+   * `exact` (default): at finish the bloom is rebuilt as one filter sized for exactly its
+   * tokens. `scalable`: the scalable filter grown as entries arrived is written as is, as
+   * Loki's blooms are (bigger; kept for experiments that compare the two).
+   */
+  readonly layout?: BloomLayout;
 }
+
+/** How a finished bloom's bits are laid out: see {@link SeriesBloomOptions.layout}. */
+export type BloomLayout = "exact" | "scalable";
 
 /** A chunk a bloom covers; `prefixed` says whether its chunk-prefixed tokens are in the bloom. */
 export interface CoveredChunk extends ChunkIdentity {
@@ -111,6 +120,7 @@ export class SeriesBloomBuilder {
   private readonly ngrams: NgramOptions | undefined;
   private readonly maxChunkTokens: number;
   private readonly cacheSize: number;
+  private readonly layout: BloomLayout;
   private filter: ScalableBloomFilter | undefined;
   private head: Set<string> | undefined = new Set();
   private headEntries = 0;
@@ -126,6 +136,7 @@ export class SeriesBloomBuilder {
     const maxBloomBytes = options.maxBloomBytes ?? DEFAULT_MAX_BLOOM_BYTES;
     this.maxChunkTokens = options.maxChunkTokens ?? DEFAULT_MAX_CHUNK_TOKENS;
     this.cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
+    this.layout = options.layout ?? "exact";
     if (!(maxBloomBytes > 0))
       throw new IndexError("invalid_argument", `maxBloomBytes ${maxBloomBytes}`);
     if (!(Number.isInteger(this.maxChunkTokens) && this.maxChunkTokens >= 0)) {
@@ -189,7 +200,7 @@ export class SeriesBloomBuilder {
     let filter: PartitionedBloomFilter | ScalableBloomFilter | undefined = this.filter;
     let missing = this.missing;
     if (missing === undefined) {
-      if (complete) {
+      if (complete && this.layout === "exact") {
         filter = this.exact(cut, prefixAll);
         if (filter === undefined) missing = "too_large";
       } else if (prefixAll) {

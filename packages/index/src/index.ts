@@ -9,6 +9,7 @@ export type { ChunkIdentity, MetadataPair, NgramOptions } from "./tokens.js";
 export { SeriesBloomBuilder, MISSING_REASONS } from "./builder.js";
 export type {
   SeriesBloomOptions,
+  BloomLayout,
   CoveredChunk,
   MissingReason,
   SeriesBloom,

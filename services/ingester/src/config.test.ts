@@ -23,7 +23,7 @@ describe("ingester config", () => {
         "  instanceId: ingester-7",
         "  blooms: { ngramLength: 4, ngramSkip: 1 }",
         "  overrides:",
-        "    noisy: { bloomsEnabled: false, falsePositiveRate: 0.001 }",
+        "    noisy: { bloomsEnabled: false, falsePositiveRate: 0.001, filterLayout: scalable }",
         "distributor: { authEnabled: true }",
       ].join("\n"),
     );
@@ -41,12 +41,14 @@ describe("ingester config", () => {
       ngramLength: 4,
       ngramSkip: 2,
       falsePositiveRate: 0.01,
+      filterLayout: "exact",
     });
     expect(tenantBlooms(c, "noisy")).toEqual({
       bloomsEnabled: false,
       ngramLength: 4,
       ngramSkip: 2,
       falsePositiveRate: 0.001,
+      filterLayout: "scalable",
     });
     expect(tenantBlooms(c, "other")).toBe(c.blooms);
   });
@@ -128,6 +130,12 @@ describe("ingester config", () => {
       { text: "ingester: { overrides: { t: { falsePositiveRate: 1 } } }" },
       "out_of_range",
       "overrides.t.falsePositiveRate",
+    ],
+    [
+      "unknown filter layout",
+      { text: "ingester: { blooms: { filterLayout: partitioned } }" },
+      "invalid_value",
+      "blooms.filterLayout",
     ],
     [
       "bad tenant",

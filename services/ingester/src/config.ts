@@ -9,6 +9,7 @@ import {
   tenantViews,
 } from "@sieve/config";
 import type { SectionLoader, SectionSources } from "@sieve/config";
+import type { BloomLayout } from "@sieve/index";
 
 /** Per-tenant bloom options; `overrides` may change them for one tenant. */
 export interface TenantBloomConfig {
@@ -26,6 +27,11 @@ export interface TenantBloomConfig {
    * do not hold the needle, for more bits per token.
    */
   readonly falsePositiveRate: number;
+  /**
+   * `exact`: each bloom is rebuilt at flush as one filter sized for its tokens (Sieve's);
+   * `scalable`: the filter grown as lines arrive is written as is (Loki's; bigger).
+   */
+  readonly filterLayout: BloomLayout;
 }
 
 /** The ingester's configuration. Sizes in bytes, durations in milliseconds. */
@@ -109,7 +115,13 @@ export const DEFAULT_CONFIG: IngesterConfig = {
   maxBloomBytes: 4 * 1024 * 1024,
   maxEntriesPerQuery: 100_000,
   maxSeriesPerQuery: 10_000,
-  blooms: { bloomsEnabled: true, ngramLength: 0, ngramSkip: 0, falsePositiveRate: 0.01 },
+  blooms: {
+    bloomsEnabled: true,
+    ngramLength: 0,
+    ngramSkip: 0,
+    falsePositiveRate: 0.01,
+    filterLayout: "exact",
+  },
   overrides: {},
 };
 
@@ -147,6 +159,8 @@ const RANGES: Record<string, readonly [number, number]> = {
   ngramSkip: [0, 64],
   falsePositiveRate: [0.000001, 0.5],
 };
+
+const FILTER_LAYOUTS: readonly string[] = ["exact", "scalable"] satisfies BloomLayout[];
 
 const INSTANCE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -196,6 +210,8 @@ const SCHEMA = defineSchema({
         "code points skipped between n-grams (Loki's `bloom_ngram_skip`): fewer bloom bytes, longer literals needed",
       falsePositiveRate:
         "false-positive rate of each series' bloom (Loki's 0.01); lower keeps fewer chunks without the needle, for more bloom bytes",
+      filterLayout:
+        "`exact`: each bloom rebuilt at flush as one filter sized for its tokens; `scalable`: the filter grown as lines arrive, written as is (Loki's layout: bigger blooms, for experiments)",
     },
   },
 });
@@ -235,6 +251,9 @@ export function validateConfig(config: IngesterConfig): void {
     check(`${path}.ngramLength`, "ngramLength", b.ngramLength);
     check(`${path}.ngramSkip`, "ngramSkip", b.ngramSkip);
     check(`${path}.falsePositiveRate`, "falsePositiveRate", b.falsePositiveRate);
+    if (!FILTER_LAYOUTS.includes(b.filterLayout)) {
+      throw new ConfigError("invalid_value", `${path}.filterLayout`, "exact or scalable");
+    }
   }
   if (config.chunkMaxAgeMs < config.flushCheckIntervalMs) {
     throw new ConfigError(

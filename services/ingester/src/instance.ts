@@ -48,6 +48,7 @@ export class Instance {
       ? new SeriesBloomBuilder({
           maxBloomBytes: this.ctx.config.maxBloomBytes,
           filter: { fp: b.falsePositiveRate },
+          layout: b.filterLayout,
           ...(b.ngramLength > 0 && { ngrams: { length: b.ngramLength, skip: b.ngramSkip } }),
         })
       : undefined;
