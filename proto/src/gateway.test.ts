@@ -77,6 +77,51 @@ describe("gateway messages", () => {
     expect(decodeFilterResponse(encodeFilterResponse(response))).toEqual(response);
   });
 
+  test("explain and the chunk verdicts round-trip; without them nothing is added", () => {
+    const explained = { ...request, explain: true };
+    expect(decodeFilterRequest(encodeFilterRequest(explained))).toEqual(explained);
+    expect(decodeFilterRequest(encodeFilterRequest(request))).not.toHaveProperty("explain");
+    const response: FilterResponse = {
+      series: [],
+      stats: decodeFilterResponse(new Uint8Array(0)).stats,
+      verdicts: [
+        {
+          fingerprint: 2n ** 64n - 1n,
+          from: -(2n ** 63n),
+          through: 7n,
+          checksum: 0xfedcba98,
+          outcome: "series",
+          test: 'trace_id="abc"',
+        },
+        { fingerprint: 1n, from: 1n, through: 2n, checksum: 3, outcome: "chunk", test: '|= "x"' },
+        {
+          fingerprint: 1n,
+          from: 3n,
+          through: 4n,
+          checksum: 5,
+          outcome: "failed_open",
+          reason: "timeout",
+        },
+      ],
+    };
+    expect(decodeFilterResponse(encodeFilterResponse(response))).toEqual(response);
+    const plain = { series: response.series, stats: response.stats };
+    expect(decodeFilterResponse(encodeFilterResponse(plain))).not.toHaveProperty("verdicts");
+  });
+
+  test("a verdict without an outcome is refused", () => {
+    const bytes = encodeFilterResponse({
+      series: [],
+      stats: decodeFilterResponse(new Uint8Array(0)).stats,
+      verdicts: [{ fingerprint: 1n, from: 1n, through: 2n, checksum: 3, outcome: "chunk" }],
+    });
+    // Field 3 (verdicts), field 5 (outcome) = 2 → 0: the last two bytes of the message.
+    const zeroed = Uint8Array.from(bytes);
+    expect(zeroed[zeroed.length - 2]).toBe((5 << 3) | 0);
+    zeroed[zeroed.length - 1] = 0;
+    expect(() => decodeFilterResponse(zeroed)).toThrow(/verdict 0: outcome 0/);
+  });
+
   test("an absent test is `all` and an empty response has zero stats", () => {
     const bytes = encodeFilterRequest({ ...request, test: { kind: "all" }, series: [] });
     expect(decodeFilterRequest(bytes).test).toEqual({ kind: "all" });

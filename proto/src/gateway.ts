@@ -49,6 +49,8 @@ export interface FilterRequest {
   readonly through: bigint;
   readonly test: BloomTest;
   readonly series: readonly FilterSeries[];
+  /** Whether the answer's `verdicts` explain every chunk pruned (a query's `explain=true`). */
+  readonly explain?: boolean;
 }
 
 /** What filtering did. `blocksRead + cacheHits` + series failed open before a read = series tested. */
@@ -72,10 +74,36 @@ export interface FilterStats {
   failedOpen: Record<string, number>;
 }
 
+/**
+ * Why one chunk of a request was not simply kept by a passing test: pruned by its series'
+ * unprefixed tokens (`series`) or by its own prefixed tokens (`chunk`), or kept untested
+ * (`failed_open`).
+ */
+export interface ChunkVerdict {
+  readonly fingerprint: bigint;
+  readonly from: bigint;
+  readonly through: bigint;
+  readonly checksum: number;
+  readonly outcome: "series" | "chunk" | "failed_open";
+  /**
+   * For a pruned chunk: the LogQL text of the first failing leaf in query order
+   * (`trace_id="abc"`, `user=~".+"`, `|= "needle"`); see gateway.proto.
+   */
+  readonly test?: string;
+  /** For `failed_open`: the fail-open reason (a key of `FilterStats.failedOpen`). */
+  readonly reason?: string;
+}
+
 /** The refs that may match (series with no kept chunk left out), in request order. */
 export interface FilterResponse {
   series: { fingerprint: bigint; chunks: SegmentChunk[] }[];
   stats: FilterStats;
+  /**
+   * The chunks not kept by a passing test (absent when none): with `explain`, every one
+   * pruned or kept untested; without, those kept untested because their bloom could not be
+   * read or tested (not `missing_bloom`, which the request says already).
+   */
+  verdicts?: ChunkVerdict[];
 }
 
 /** Anything that prunes chunk refs: the in-process gateway or the client of remote ones. */
@@ -126,13 +154,26 @@ interface WireRequest {
   through: LongBits | number;
   test: WireTest | null;
   series: WireSeries[];
+  explain: boolean;
+}
+interface WireVerdict {
+  fingerprint: LongBits | number;
+  from: LongBits | number;
+  through: LongBits | number;
+  checksum: number;
+  outcome: number;
+  test: string;
+  reason: string;
 }
 interface WireResponse {
   series: { fingerprint: LongBits | number; chunks: WireChunk[] }[];
   stats: FilterStats | null;
+  verdicts: WireVerdict[];
 }
 
 const KINDS = ["all", "key", "kv", "and", "or", "line"] as const;
+/** ChunkVerdict.Outcome by number (0, unspecified, is refused). */
+const OUTCOMES = [undefined, "series", "chunk", "failed_open"] as const;
 
 function decodeTest(t: WireTest | null, depth: number, count: { nodes: number }): BloomTest {
   if (t === null) return { kind: "all" };
@@ -234,6 +275,7 @@ export function decodeFilterRequest(bytes: Uint8Array): DecodedFilterRequest {
     through: toBigInt(w.through, true),
     test,
     series,
+    ...(w.explain && { explain: true }),
   };
 }
 
@@ -253,7 +295,34 @@ export function encodeFilterRequest(req: DecodedFilterRequest): Uint8Array {
           : { missingReason: s.bloom.reason },
       chunks: s.chunks.map(encodeChunk),
     })),
+    explain: req.explain === true,
   }).finish();
+}
+
+function decodeVerdict(v: WireVerdict, i: number): ChunkVerdict {
+  const outcome = OUTCOMES[v.outcome];
+  if (outcome === undefined) throw malformed(`verdict ${i}: outcome ${v.outcome}`);
+  return {
+    fingerprint: toBigInt(v.fingerprint, false),
+    from: toBigInt(v.from, true),
+    through: toBigInt(v.through, true),
+    checksum: v.checksum >>> 0,
+    outcome,
+    ...(v.test !== "" && { test: v.test }),
+    ...(v.reason !== "" && { reason: v.reason }),
+  };
+}
+
+function encodeVerdict(v: ChunkVerdict): Partial<WireVerdict> {
+  return {
+    fingerprint: toLong(v.fingerprint),
+    from: toLong(v.from),
+    through: toLong(v.through),
+    checksum: v.checksum >>> 0,
+    outcome: OUTCOMES.indexOf(v.outcome),
+    ...(v.test !== undefined && { test: v.test }),
+    ...(v.reason !== undefined && { reason: v.reason }),
+  };
 }
 
 /** Decodes a FilterResponse; throws a ProtoError `malformed_protobuf`. */
@@ -275,6 +344,7 @@ export function decodeFilterResponse(bytes: Uint8Array): FilterResponse {
       cacheHits: s?.cacheHits ?? 0,
       failedOpen: { ...(s?.failedOpen ?? {}) },
     },
+    ...(w.verdicts.length > 0 && { verdicts: w.verdicts.map(decodeVerdict) }),
   };
 }
 
@@ -286,5 +356,6 @@ export function encodeFilterResponse(res: FilterResponse): Uint8Array {
       chunks: x.chunks.map(encodeChunk),
     })),
     stats: res.stats,
+    verdicts: (res.verdicts ?? []).map(encodeVerdict),
   }).finish();
 }

@@ -20,6 +20,7 @@ export {
 } from "./gateway.js";
 export type {
   ChunkFilter,
+  ChunkVerdict,
   FilterRequest,
   FilterResponse,
   FilterSeries,

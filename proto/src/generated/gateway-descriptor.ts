@@ -29,6 +29,10 @@ export const gatewayDescriptor = {
                       "rule": "repeated",
                       "type": "Series",
                       "id": 5
+                    },
+                    "explain": {
+                      "type": "bool",
+                      "id": 6
                     }
                   }
                 },
@@ -160,6 +164,53 @@ export const gatewayDescriptor = {
                     "stats": {
                       "type": "FilterStats",
                       "id": 2
+                    },
+                    "verdicts": {
+                      "rule": "repeated",
+                      "type": "ChunkVerdict",
+                      "id": 3
+                    }
+                  }
+                },
+                "ChunkVerdict": {
+                  "fields": {
+                    "fingerprint": {
+                      "type": "fixed64",
+                      "id": 1
+                    },
+                    "from": {
+                      "type": "int64",
+                      "id": 2
+                    },
+                    "through": {
+                      "type": "int64",
+                      "id": 3
+                    },
+                    "checksum": {
+                      "type": "fixed32",
+                      "id": 4
+                    },
+                    "outcome": {
+                      "type": "Outcome",
+                      "id": 5
+                    },
+                    "test": {
+                      "type": "string",
+                      "id": 6
+                    },
+                    "reason": {
+                      "type": "string",
+                      "id": 7
+                    }
+                  },
+                  "nested": {
+                    "Outcome": {
+                      "values": {
+                        "OUTCOME_UNSPECIFIED": 0,
+                        "OUTCOME_SERIES": 1,
+                        "OUTCOME_CHUNK": 2,
+                        "OUTCOME_FAILED_OPEN": 3
+                      }
                     }
                   }
                 },

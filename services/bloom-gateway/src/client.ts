@@ -9,6 +9,7 @@ import type {
   FilterSeries,
   FilterStats,
 } from "@sieve/proto";
+import { Verdicts } from "./explain.js";
 import { addStats, emptyStats, failOpen } from "./gateway.js";
 import { FILTER_PATH, PROTOBUF_TYPE } from "./http.js";
 import { jumpHash } from "./jump.js";
@@ -42,7 +43,8 @@ class GatewayCallError extends Error {
  * xxhash64 over `urls`, so one block is always read and cached by the same gateway; one
  * request goes to each gateway concerned, all at once. Series without a bloom are kept
  * here without a call. A gateway that fails, answers garbage or times out has all its
- * series' refs kept (`gateway_error` or `timeout` in `failedOpen`).
+ * series' refs kept (`gateway_error` or `timeout` in `failedOpen`). The gateways' verdicts
+ * are passed on, with the client's own for the chunks it kept untested.
  */
 export class BloomGatewayClient implements ChunkFilter {
   private readonly urls: readonly string[];
@@ -70,6 +72,7 @@ export class BloomGatewayClient implements ChunkFilter {
   /** Filters `req` on the gateways that own its blocks; see the class comment. */
   async filterChunkRefs(req: FilterRequest): Promise<FilterResponse> {
     const stats = emptyStats();
+    const verdicts = new Verdicts(req.explain === true);
     const kept = new Array<readonly SegmentChunk[] | undefined>(req.series.length);
     const byGateway = new Map<number, number[]>();
     req.series.forEach((s, i) => {
@@ -78,7 +81,7 @@ export class BloomGatewayClient implements ChunkFilter {
         return;
       }
       if (s.bloom.kind === "missing") {
-        kept[i] = failOpen(s, "missing_bloom", stats);
+        kept[i] = failOpen(s, "missing_bloom", stats, verdicts);
         return;
       }
       const g = this.gatewayFor(s.bloom.key);
@@ -100,6 +103,7 @@ export class BloomGatewayClient implements ChunkFilter {
           const assigned = assign(sub, res.series);
           indices.forEach((i, j) => (kept[i] = assigned[j]!));
           addStats(stats, res.stats);
+          verdicts.add(res.verdicts);
         } catch (error) {
           const reason = error instanceof GatewayCallError ? error.reason : "gateway_error";
           const failed = emptyStats();
@@ -107,7 +111,7 @@ export class BloomGatewayClient implements ChunkFilter {
             const s = req.series[i]!;
             failed.series++;
             failed.chunks += s.chunks.length;
-            kept[i] = failOpen(s, reason, failed);
+            kept[i] = failOpen(s, reason, failed, verdicts);
           });
           addStats(stats, failed);
           this.logger?.warn(
@@ -129,13 +133,13 @@ export class BloomGatewayClient implements ChunkFilter {
       if (chunks.length > 0) series.push({ fingerprint: s.fingerprint, chunks: [...chunks] });
     });
     stats.chunksPruned = stats.chunks - series.reduce((n, s) => n + s.chunks.length, 0);
-    return { series, stats };
+    return { series, stats, ...verdicts.field() };
   }
 
   private async call(
     url: string,
     req: FilterRequest,
-  ): Promise<{ series: FilterResponse["series"]; stats: FilterStats }> {
+  ): Promise<Omit<FilterResponse, "stats"> & { stats: FilterStats }> {
     let response: Response;
     try {
       response = await fetch(url + FILTER_PATH, {
@@ -153,6 +157,7 @@ export class BloomGatewayClient implements ChunkFilter {
       return {
         series: decoded.series.map((s) => ({ fingerprint: s.fingerprint, chunks: [...s.chunks] })),
         stats: decoded.stats,
+        ...(decoded.verdicts !== undefined && { verdicts: decoded.verdicts }),
       };
     } catch (error) {
       if (error instanceof GatewayCallError) throw error;

@@ -158,6 +158,10 @@ describe("fail open", () => {
     expect(res.stats.failedOpen).toEqual({ [reason]: chunks });
     expect(res.stats.chunksPruned).toBe(0);
     expect(res.series.map((s) => s.chunks)).toEqual(series.map((s) => s.chunks));
+    // Each chunk kept untested has its verdict, but for a missing bloom (the request says so).
+    const verdicts = res.verdicts ?? [];
+    expect(verdicts).toHaveLength(reason === "missing_bloom" ? 0 : chunks);
+    for (const v of verdicts) expect(v).toMatchObject({ outcome: "failed_open", reason });
   }
 
   test("a missing bloom", async () => {
@@ -234,6 +238,93 @@ describe("fail open", () => {
     };
     await expectFailOpen(series, "store_error", gateway({}, failing));
     await expectFailOpen([{ ...series[0]!, labels: "{not labels" }], "invalid_labels");
+  });
+});
+
+describe("explain: chunk verdicts", () => {
+  /** Series a: the needle in its first chunk only; b: no needle; both with level=info. */
+  const specs: SeriesSpec[] = [
+    {
+      labels: { app: "api", pod: "a" },
+      chunks: [[{ trace_id: "needle", level: "info" }], [{ trace_id: "other-1", level: "info" }]],
+      lines: [["GET /needle/path 200"], ["GET /other 200"]],
+    },
+    {
+      labels: { app: "api", pod: "b" },
+      chunks: [[{ trace_id: "other-2", level: "info" }], [{ trace_id: "other-3", level: "info" }]],
+      lines: [["GET /b 200"], ["GET /b 500"]],
+    },
+  ];
+  const explained = (q: string, series: readonly FilterSeries[]): FilterRequest => ({
+    ...request(q, series),
+    explain: true,
+  });
+  const ids = (series: readonly WrittenSeries[], s: number, c: number) => ({
+    fingerprint: series[s]!.fingerprint,
+    from: series[s]!.chunks[c]!.from,
+    through: series[s]!.chunks[c]!.through,
+    checksum: series[s]!.chunks[c]!.checksum,
+  });
+  const byFrom = <T extends { from: bigint }>(vs: readonly T[] | undefined): T[] =>
+    [...(vs ?? [])].sort((x, y) => (x.from < y.from ? -1 : 1));
+
+  test("series-level and chunk-level prunes, each with the leaf that failed", async () => {
+    const series = await block(specs);
+    expect(series.every((s) => s.chunks.every((c) => c.prefixed))).toBe(true);
+    const g = gateway();
+    const q = '{app="api"} | trace_id="needle"';
+    const res = await g.filterChunkRefs(explained(q, series));
+    expect(keptChunks(res)).toEqual(
+      new Set([`${series[0]!.fingerprint}/${series[0]!.chunks[0]!.from}`]),
+    );
+    const test = 'trace_id="needle"';
+    expect(byFrom(res.verdicts)).toEqual(
+      byFrom([
+        { ...ids(series, 0, 1), outcome: "chunk", test },
+        { ...ids(series, 1, 0), outcome: "series", test },
+        { ...ids(series, 1, 1), outcome: "series", test },
+      ]),
+    );
+    // Asked without explain, the same answer and no verdicts.
+    const plain = await g.filterChunkRefs(request(q, series));
+    expect(plain.verdicts).toBeUndefined();
+    expect(plain.series).toEqual(res.series);
+  });
+
+  test.each([
+    // In a failed `and`, its first failing child; in a failed `or`, its first child.
+    ['{app="api"} | level="info" and trace_id="nope"', 'trace_id="nope"'],
+    ['{app="api"} | trace_id="nope" or trace_id="nada"', 'trace_id="nope"'],
+    ['{app="api"} | user=~".+"', 'user=~".+"'],
+    ['{app="api"} | trace_id="say \\"hi\\""', 'trace_id="say \\"hi\\""'],
+  ])("%s names %s", async (q, leaf) => {
+    const series = await block(specs);
+    const res = await gateway().filterChunkRefs(explained(q, series));
+    expect(res.verdicts).toHaveLength(4);
+    for (const v of res.verdicts!) expect(v).toMatchObject({ outcome: "series", test: leaf });
+  });
+
+  test("a line filter on n-gram blooms names its literal", async () => {
+    const series = await block(specs, { length: 4, skip: 0 });
+    const res = await gateway().filterChunkRefs(explained('{app="api"} |= "/needle/"', series));
+    expect(byFrom(res.verdicts)).toEqual(
+      byFrom([
+        { ...ids(series, 0, 1), outcome: "chunk", test: '|= "/needle/"' },
+        { ...ids(series, 1, 0), outcome: "series", test: '|= "/needle/"' },
+        { ...ids(series, 1, 1), outcome: "series", test: '|= "/needle/"' },
+      ]),
+    );
+  });
+
+  test("with explain, a missing bloom's chunks are listed as kept untested", async () => {
+    const series = (await block(specs)).map((s) => ({
+      ...s,
+      bloom: { kind: "missing", reason: "too_large" } as const,
+    }));
+    const res = await gateway().filterChunkRefs(explained('{app="api"} | trace_id="x"', series));
+    expect(res.verdicts).toHaveLength(4);
+    for (const v of res.verdicts!)
+      expect(v).toMatchObject({ outcome: "failed_open", reason: "missing_bloom" });
   });
 });
 

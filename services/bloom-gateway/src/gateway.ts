@@ -18,6 +18,7 @@ import { BloomCache, BloomReadError } from "./cache.js";
 import type { BloomCacheStats } from "./cache.js";
 import type { BloomGatewayConfig } from "./config.js";
 import { GatewayError } from "./errors.js";
+import { Verdicts, failedLeaf } from "./explain.js";
 import { BloomGatewayMetrics } from "./metrics.js";
 import type { FailOpenReason } from "./reasons.js";
 
@@ -50,15 +51,17 @@ export function addStats(into: FilterStats, from: FilterStats): void {
 }
 
 /**
- * Keeps every chunk of `series` untested and counts why: what both the gateway and its
- * client do when a series cannot be tested.
+ * Keeps every chunk of `series` untested, counts why and gives each its verdict: what both
+ * the gateway and its client do when a series cannot be tested.
  */
 export function failOpen(
   series: FilterSeries,
   reason: FailOpenReason,
   stats: FilterStats,
+  verdicts: Verdicts,
 ): SegmentChunk[] {
   stats.failedOpen[reason] = (stats.failedOpen[reason] ?? 0) + series.chunks.length;
+  verdicts.failedOpen(series, reason);
   return [...series.chunks];
 }
 
@@ -206,6 +209,8 @@ const MAX_PARSED_LABELS = 65_536;
  * unprefixed tokens first and skipped whole when that fails; then each chunk with
  * prefixed tokens is tested on them. Anything unexpected (no bloom, a missing, damaged or
  * oversized record, a slow read, an error) keeps the series' refs: never a false negative.
+ * The answer's verdicts (explain.ts) name the chunks kept untested and, when the request asks
+ * `explain`, every chunk pruned with the test leaf that pruned it.
  */
 export class BloomGateway implements ChunkFilter {
   /** The bloom-block cache (exposed for stats and tests). */
@@ -256,6 +261,7 @@ export class BloomGateway implements ChunkFilter {
       );
     }
     const stats = emptyStats();
+    const verdicts = new Verdicts(req.explain === true);
     const kept = new Array<SegmentChunk[] | undefined>(req.series.length);
     if (req.test.kind === "all") {
       // Nothing to test: every ref may match, and no bloom needs reading.
@@ -263,7 +269,7 @@ export class BloomGateway implements ChunkFilter {
     } else {
       const compiled = new CompiledTest(req.test);
       await mapLimit(req.series, this.config.maxConcurrentReads, async (s, i) => {
-        kept[i] = await this.filterSeries(s, compiled, stats);
+        kept[i] = await this.filterSeries(s, compiled, stats, verdicts);
       });
     }
     const series: FilterResponse["series"] = [];
@@ -275,25 +281,26 @@ export class BloomGateway implements ChunkFilter {
       if (chunks.length > 0) series.push({ fingerprint: s.fingerprint, chunks });
     });
     this.record(req.tenant, stats, started);
-    return { series, stats };
+    return { series, stats, ...verdicts.field() };
   }
 
   private async filterSeries(
     s: FilterSeries,
     compiled: CompiledTest,
     stats: FilterStats,
+    verdicts: Verdicts,
   ): Promise<SegmentChunk[]> {
     if (s.chunks.length === 0) return [];
     const { bloom } = s;
-    if (bloom.kind === "missing") return failOpen(s, "missing_bloom", stats);
+    const failOpenAs = (reason: FailOpenReason) => failOpen(s, reason, stats, verdicts);
+    if (bloom.kind === "missing") return failOpenAs("missing_bloom");
     if (
       !(Number.isSafeInteger(bloom.offset) && bloom.offset >= 0) ||
       !(Number.isSafeInteger(bloom.length) && bloom.length > 0)
     ) {
-      return failOpen(s, "corrupt_bloom", stats);
+      return failOpenAs("corrupt_bloom");
     }
-    if (bloom.length > this.config.maxBloomRecordBytes)
-      return failOpen(s, "oversized_bloom", stats);
+    if (bloom.length > this.config.maxBloomRecordBytes) return failOpenAs("oversized_bloom");
     let labels = this.parsedLabels.get(s.labels);
     if (labels === undefined) {
       try {
@@ -304,7 +311,7 @@ export class BloomGateway implements ChunkFilter {
       if (this.parsedLabels.size >= MAX_PARSED_LABELS) this.parsedLabels.clear();
       this.parsedLabels.set(s.labels, labels);
     }
-    if (labels === null) return failOpen(s, "invalid_labels", stats);
+    if (labels === null) return failOpenAs("invalid_labels");
     let bloomRecord: BloomRecord;
     try {
       // The cache's load is shared by every caller of the block, so one caller's deadline
@@ -324,7 +331,7 @@ export class BloomGateway implements ChunkFilter {
       if (reason === "internal_error") {
         this.logger.error({ err: error, key: bloom.key }, "bloom read failed unexpectedly");
       }
-      return failOpen(s, reason, stats);
+      return failOpenAs(reason);
     }
     try {
       const lineOnly = (pruned: number, test: (t: BloomTest) => boolean): void => {
@@ -333,17 +340,27 @@ export class BloomGateway implements ChunkFilter {
       };
       if (!compiled.series(bloomRecord, labels)) {
         stats.seriesSkipped++;
-        lineOnly(s.chunks.length, (t) => compiled.series(bloomRecord, labels, t));
+        const series = (t: BloomTest) => compiled.series(bloomRecord, labels, t);
+        lineOnly(s.chunks.length, series);
+        verdicts.pruned(s, s.chunks, "series", () => failedLeaf(compiled.test, series));
         return [];
       }
-      return s.chunks.filter((c) => {
+      const pruned: [SegmentChunk, (t: BloomTest) => boolean][] = [];
+      const kept = s.chunks.filter((c) => {
         if (!c.prefixed || compiled.chunk(bloomRecord, c, labels)) return true;
-        lineOnly(1, (t) => compiled.chunk(bloomRecord, c, labels, t));
+        const chunk = (t: BloomTest) => compiled.chunk(bloomRecord, c, labels, t);
+        lineOnly(1, chunk);
+        if (verdicts.explain) pruned.push([c, chunk]);
         return false;
       });
+      // Given once the series is done: a series that fails open midway has no pruned chunk.
+      for (const [c, chunk] of pruned) {
+        verdicts.pruned(s, [c], "chunk", () => failedLeaf(compiled.test, chunk));
+      }
+      return kept;
     } catch (error) {
       this.logger.error({ err: error, key: bloom.key }, "bloom test failed unexpectedly");
-      return failOpen(s, "internal_error", stats);
+      return failOpenAs("internal_error");
     }
   }
 

@@ -112,6 +112,44 @@ describe("two gateways over loopback", () => {
     for (const key of keys) expect(again.gatewayFor(key)).toBe(client.gatewayFor(key));
   });
 
+  test("explain: the gateways' verdicts cross the wire, and the client adds its own", async () => {
+    const series = await dataset("team-a/explain");
+    const a = await start();
+    const b = await start();
+    servers.push(a, b);
+    const client = new BloomGatewayClient({ urls: [a.url, b.url] });
+    const inProcess = new BloomGateway(DEFAULT_CONFIG, store, logger, new Registry());
+    const q = '{app="api"} | trace_id="t-3-1-2-5"';
+    const ask = { ...request(q, series), explain: true };
+    const sorted = (vs: readonly { fingerprint: bigint; from: bigint }[] | undefined) =>
+      [...(vs ?? [])].sort((x, y) =>
+        x.fingerprint !== y.fingerprint
+          ? x.fingerprint < y.fingerprint
+            ? -1
+            : 1
+          : x.from < y.from
+            ? -1
+            : 1,
+      );
+    const remote = await client.filterChunkRefs(ask);
+    const local = await inProcess.filterChunkRefs(ask);
+    expect(remote.series).toEqual(local.series);
+    expect(remote.verdicts).toHaveLength(remote.stats.chunksPruned);
+    expect(sorted(remote.verdicts)).toEqual(sorted(local.verdicts));
+    for (const v of remote.verdicts!) expect(v.test).toBe('trace_id="t-3-1-2-5"');
+    expect(remote.verdicts!.filter((v) => v.outcome === "series").length).toBeGreaterThan(0);
+    // Not asked: nothing on the wire.
+    expect((await client.filterChunkRefs(request(q, series))).verdicts).toBeUndefined();
+
+    // A gateway that is down: its chunks kept untested, with or without explain.
+    const down = new BloomGatewayClient({ urls: [a.url, `http://127.0.0.1:${await freePort()}`] });
+    const toDown = series.filter((s) => down.gatewayFor((s.bloom as { key: string }).key) === 1);
+    const failed = (await down.filterChunkRefs(request(q, series))).verdicts ?? [];
+    expect(failed).toHaveLength(toDown.length * 6);
+    for (const v of failed)
+      expect(v).toMatchObject({ outcome: "failed_open", reason: "gateway_error" });
+  });
+
   test("series without a bloom are kept by the client without a call", async () => {
     const series = (await dataset("team-a/missing")).map((s) => ({
       ...s,

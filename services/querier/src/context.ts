@@ -9,6 +9,7 @@ import type { QuerierConfig, QueryLimits } from "./config.js";
 import type { QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { ERR_DEADLINE_EXCEEDED, QueryError, queryMemory } from "./errors.js";
+import { Explain } from "./explain.js";
 import type { ParsedLabels } from "./labels.js";
 import type { QuerierMetrics } from "./metrics.js";
 import { QueryStats } from "./stats.js";
@@ -46,9 +47,11 @@ export function entryBytes(line: string): number {
 /** The record, its timestamp and its array slot, roughly. */
 const ENTRY_OVERHEAD_BYTES = 96;
 
-/** The deadline, counters and memory budget of one query. */
+/** The deadline, counters, memory budget and, when asked, explain of one query. */
 export class QueryContext {
   readonly stats = new QueryStats();
+  /** Where the plan says why each chunk was kept or pruned (`explain=true` only). */
+  readonly explain: Explain | undefined;
   /** Bytes held outside the answer buffer (ingester entries, metric rows). */
   private heldBytes = 0;
   readonly started = performance.now();
@@ -59,7 +62,11 @@ export class QueryContext {
    */
   readonly signal: AbortSignal;
 
-  constructor(readonly limits: QueryLimits) {
+  constructor(
+    readonly limits: QueryLimits,
+    explain = false,
+  ) {
+    this.explain = explain ? new Explain() : undefined;
     const timeoutMs = limits.queryTimeoutMs > 0 ? limits.queryTimeoutMs : undefined;
     this.deadline = timeoutMs === undefined ? Number.POSITIVE_INFINITY : this.started + timeoutMs;
     this.signal = deadlineSignal(timeoutMs);

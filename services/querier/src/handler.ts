@@ -13,6 +13,7 @@ import {
   DEFAULT_SINCE_NS,
   ParamError,
   parseBounds,
+  parseExplain,
   parseInstantQuery,
   parseRangeQuery,
   seriesMatchers,
@@ -58,6 +59,7 @@ export interface QueryCounts {
   chunksFetched: number;
   bytesFetched: number;
   linesScanned: number;
+  falsePositiveChunks: number;
 }
 
 /** A query's answer, ready to write. */
@@ -86,6 +88,7 @@ function countsOf(stats: QueryStats): QueryCounts {
     chunksFetched: stats.chunksFetched,
     bytesFetched: stats.bytesFetched,
     linesScanned: stats.linesScanned,
+    falsePositiveChunks: stats.falsePositiveChunks,
   };
 }
 
@@ -131,10 +134,11 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
   switch (task.route) {
     case "query_range": {
       const q = parseRangeQuery(form, now);
+      const explain = parseExplain(form);
       const t0 = performance.now();
       const expr = Querier.parse(q.query);
       if (expr.kind === "log") {
-        const { entries, stats } = await querier.selectLogs({
+        const answer = await querier.selectLogs({
           tenant,
           query: q.query,
           expr,
@@ -142,32 +146,39 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
           end: q.end,
           limit: q.limit,
           direction: q.direction,
+          explain,
         });
-        const kept = applyInterval(entries, q.interval);
+        const { stats } = answer;
+        const kept = applyInterval(answer.entries, q.interval);
         stats.entriesReturned = kept.length;
         const secs = (performance.now() - t0) / 1000;
         const result = toStreams(kept, flags.length > 0);
-        return { body: queryResponse("streams", result, stats.toJSON(secs), flags), stats };
+        const json = stats.toJSON(secs);
+        return { body: queryResponse("streams", result, json, flags, answer.explain), stats };
       }
-      const { result, stats } = await querier.selectMatrix({
+      const answer = await querier.selectMatrix({
         tenant,
         query: q.query,
         expr,
         start: q.start,
         end: q.end,
         step: q.step,
+        explain,
       });
+      const { result, stats } = answer;
       const secs = (performance.now() - t0) / 1000;
-      return { body: queryResponse("matrix", result, stats.toJSON(secs), flags), stats };
+      const json = stats.toJSON(secs);
+      return { body: queryResponse("matrix", result, json, flags, answer.explain), stats };
     }
     case "query": {
       const q = parseInstantQuery(form, now);
+      const explain = parseExplain(form);
       const t0 = performance.now();
       const expr = Querier.parse(q.query);
       if (expr.kind === "log") {
         // Sieve's reading of an instant log query: the `limit` lines of the hour up to
         // `time` (inclusive), in `direction`.
-        const { entries, stats } = await querier.selectLogs({
+        const answer = await querier.selectLogs({
           tenant,
           query: q.query,
           expr,
@@ -175,14 +186,19 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
           end: q.time + 1n,
           limit: q.limit,
           direction: q.direction,
+          explain,
         });
+        const { stats } = answer;
         const secs = (performance.now() - t0) / 1000;
-        const result = toStreams(entries, flags.length > 0);
-        return { body: queryResponse("streams", result, stats.toJSON(secs), flags), stats };
+        const result = toStreams(answer.entries, flags.length > 0);
+        const json = stats.toJSON(secs);
+        return { body: queryResponse("streams", result, json, flags, answer.explain), stats };
       }
-      const { result, stats } = await querier.selectVector(tenant, expr, q.time);
+      const answer = await querier.selectVector(tenant, expr, q.time, explain);
+      const { result, stats } = answer;
       const secs = (performance.now() - t0) / 1000;
-      return { body: queryResponse("vector", result, stats.toJSON(secs), flags), stats };
+      const json = stats.toJSON(secs);
+      return { body: queryResponse("vector", result, json, flags, answer.explain), stats };
     }
     case "labels": {
       const { start, end } = parseBounds(form, now);

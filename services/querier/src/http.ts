@@ -98,6 +98,9 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
         metrics.chunksFetched.inc(c.chunksFetched);
         metrics.bytesFetched.inc(c.bytesFetched);
         metrics.linesScanned.inc(c.linesScanned);
+        const tenant = { tenant: task.tenant };
+        metrics.bloomPrunedChunks.inc(tenant, c.chunksPruned);
+        metrics.falsePositiveChunks.inc(tenant, c.falsePositiveChunks);
       }
       return answer;
     };

@@ -11,6 +11,7 @@ import {
   type Expr,
   type LogExpr,
 } from "@sieve/logql";
+import { ChunkAudit } from "./audit.js";
 import {
   DEADLINE_CHECK_EVERY,
   entryBytes,
@@ -19,6 +20,7 @@ import {
 } from "./context.js";
 import { fetchInOrder, readChunk } from "./fetch.js";
 import { EMPTY, labelsKey, metadataRecord } from "./labels.js";
+import type { QueryExplain } from "./explain.js";
 import type { Direction } from "./params.js";
 import { plan, type PlannedChunk } from "./plan.js";
 import type { QueryStats } from "./stats.js";
@@ -40,6 +42,8 @@ export interface ResultEntry {
 export interface LogResult {
   readonly entries: ResultEntry[];
   readonly stats: QueryStats;
+  /** Why each chunk in range was kept or pruned, when the query asked. */
+  readonly explain?: QueryExplain;
 }
 
 /** A log query. Times are Unix ns, [start, end). */
@@ -52,6 +56,8 @@ export interface LogQuery {
   readonly end: bigint;
   readonly limit: number;
   readonly direction: Direction;
+  /** Whether the answer explains each chunk in range ({@link LogResult.explain}). */
+  readonly explain?: boolean;
 }
 
 function entryKey(e: ResultEntry): string {
@@ -251,10 +257,16 @@ export async function runLogs(
     top.settle();
     if (cannotBeat(p)) break;
     const range = { from: q.start, through: q.end, direction: q.direction };
+    const audit = p.audit === undefined ? undefined : new ChunkAudit(p.audit, p.labels);
+    let whole = true;
     for (const e of readChunk(bytes, p.labels, tests, range, stats)) {
       if (++n % DEADLINE_CHECK_EVERY === 0) ctx.check();
       stats.linesScanned++;
-      if (top.worse(e.timestamp)) break;
+      if (top.worse(e.timestamp)) {
+        whole = false;
+        break;
+      }
+      audit?.see(e);
       // A line filter alone needs no labels: refuse the line before allocating its
       // metadata record (a needle scan refuses nearly every line).
       if (testLine !== undefined && !testLine(e.line)) continue;
@@ -276,10 +288,12 @@ export async function runLogs(
       });
       ctx.hold(0, top.bytes);
     }
+    if (audit !== undefined && whole && !audit.found) stats.falsePositiveChunks++;
   }
   const result = top.result();
   stats.duplicatesDropped += top.duplicates;
   parts.metrics?.linesScanned.inc(stats.linesScanned);
+  parts.metrics?.falsePositiveChunks.inc({ tenant: q.tenant }, stats.falsePositiveChunks);
   // Evaluation is the loop's time minus the time spent waiting for chunks inside it.
   fetchBefore = stats.stages.fetch - fetchBefore;
   stats.stages.eval += (performance.now() - t0) / 1000 - fetchBefore;

@@ -5,6 +5,7 @@
  * "parsed": {...}}]` (each part present only when not empty).
  */
 import type { Matrix, Vector } from "@sieve/logql";
+import type { QueryExplain } from "./explain.js";
 import type { ResultEntry } from "./querier.js";
 
 /** Loki's response encoding flag that splits labels by origin. */
@@ -82,12 +83,13 @@ export function toStreams(entries: readonly ResultEntry[], categorized: boolean)
   return [...streams.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, s]) => s);
 }
 
-/** The body of a successful query answer. */
+/** The body of a successful query answer; `explain` (Sieve's) when the query asked. */
 export function queryResponse(
   resultType: "streams" | "matrix" | "vector",
   result: LokiStream[] | Matrix | Vector,
   stats: Record<string, unknown>,
   flags: readonly string[],
+  explain?: QueryExplain,
 ): Record<string, unknown> {
   return {
     status: "success",
@@ -96,6 +98,7 @@ export function queryResponse(
       ...(flags.length > 0 && { encodingFlags: flags }),
       result,
       stats,
+      ...(explain !== undefined && { explain }),
     },
   };
 }

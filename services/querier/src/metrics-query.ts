@@ -20,6 +20,7 @@ import {
   type StreamEntries,
   type Vector,
 } from "@sieve/logql";
+import { ChunkAudit } from "./audit.js";
 import {
   DEADLINE_CHECK_EVERY,
   entryBytes,
@@ -40,6 +41,8 @@ export interface MetricRangeQuery {
   readonly start: bigint;
   readonly end: bigint;
   readonly step: bigint;
+  /** Whether the answer explains each chunk in range. */
+  readonly explain?: boolean;
 }
 
 /** The longest lookback (range + offset) and smallest offset of a metric query, ns. */
@@ -177,8 +180,10 @@ async function collectStreams(
   const fetchBefore = stats.stages.fetch;
   for await (const { planned: p, bytes } of fetchInOrder(parts, planned, ctx)) {
     const { rows, keep } = streamOf(p.labels);
+    const audit = p.audit === undefined ? undefined : new ChunkAudit(p.audit, p.labels);
     for (const e of readChunk(bytes, p.labels, test, { from, through: end }, stats)) {
       stats.linesScanned++;
+      audit?.see(e);
       if (keep !== undefined && !keep(e.line)) {
         if (stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();
         continue;
@@ -190,8 +195,10 @@ async function collectStreams(
         structuredMetadata: metadataRecord(e.structuredMetadata),
       });
     }
+    if (audit !== undefined && !audit.found) stats.falsePositiveChunks++;
   }
   parts.metrics?.linesScanned.inc(stats.linesScanned);
+  parts.metrics?.falsePositiveChunks.inc({ tenant }, stats.falsePositiveChunks);
   const out: StreamEntries[] = [];
   for (const { labels, rows } of streams.values()) {
     if (rows.length === 0) continue;

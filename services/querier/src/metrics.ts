@@ -15,6 +15,13 @@ export class QuerierMetrics {
   readonly bytesFetched: Counter;
   /** Lines decoded from chunks. */
   readonly linesScanned: Counter;
+  /** Chunk refs the bloom gateway pruned, by tenant: the denominator of the observed FPR. */
+  readonly bloomPrunedChunks: Counter<"tenant">;
+  /**
+   * Chunks a bloom test kept that held no entry passing it, by tenant (audit.ts): the
+   * observed false-positive rate is fp / (fp + pruned), blooms having no false negatives.
+   */
+  readonly falsePositiveChunks: Counter<"tenant">;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -48,6 +55,18 @@ export class QuerierMetrics {
     this.linesScanned = new Counter({
       name: "sieve_querier_lines_scanned_total",
       help: "Lines decoded from chunks.",
+      registers,
+    });
+    this.bloomPrunedChunks = new Counter({
+      name: "sieve_querier_bloom_pruned_chunks_total",
+      help: "Chunk refs the bloom gateway pruned, by tenant.",
+      labelNames: ["tenant"],
+      registers,
+    });
+    this.falsePositiveChunks = new Counter({
+      name: "sieve_querier_bloom_false_positive_chunks_total",
+      help: "Chunks a bloom test kept that held no entry passing it (read whole), by tenant.",
+      labelNames: ["tenant"],
       registers,
     });
   }

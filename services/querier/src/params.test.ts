@@ -3,6 +3,7 @@ import {
   ParamError,
   defaultStep,
   parseBounds,
+  parseExplain,
   parseInstantQuery,
   parsePromDuration,
   parseRangeQuery,
@@ -198,5 +199,22 @@ describe("seriesMatchers", () => {
     [{}, []],
   ] as const)("%j", (input, expected) => {
     expect(seriesMatchers(form(input as Record<string, string | string[]>))).toEqual(expected);
+  });
+});
+
+describe("parseExplain", () => {
+  test.each<[string | undefined, boolean | string]>([
+    [undefined, false],
+    ["", false],
+    ["true", true],
+    ["1", true],
+    ["TRUE", true],
+    ["false", false],
+    ["0", false],
+    ["yes", 'strconv.ParseBool: parsing "yes": invalid syntax'],
+  ])("%j → %j", (value, expected) => {
+    const f = form(value === undefined ? {} : { explain: value });
+    if (typeof expected === "boolean") expect(parseExplain(f)).toBe(expected);
+    else expect(() => parseExplain(f)).toThrow(new ParamError(expected));
   });
 });

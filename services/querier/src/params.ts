@@ -276,6 +276,20 @@ export function parseInstantQuery(form: Form, nowNs: bigint): InstantQuery {
   return { query, time, limit, direction };
 }
 
+const GO_TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
+const GO_FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
+
+/**
+ * Sieve's own `explain` parameter of `query_range` and `query` (see explain.ts), read as Go's
+ * `strconv.ParseBool`; absent or empty is false.
+ */
+export function parseExplain(form: Form): boolean {
+  const raw = get(form, "explain");
+  if (raw === "" || GO_FALSE.has(raw)) return false;
+  if (GO_TRUE.has(raw)) return true;
+  throw new ParamError(`strconv.ParseBool: parsing ${goQuote(raw)}: invalid syntax`);
+}
+
 /**
  * The selectors of a series request: `match[]` (Prometheus) and `match` (logcli), deduped
  * and sorted; a lone `{}` means every series, as Loki's `ParseSeriesQuery`.

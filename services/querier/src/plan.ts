@@ -9,25 +9,35 @@
  */
 import {
   IndexError,
+  MISSING_REASONS,
   decodeSegment,
   listSegments,
   mergeSegments,
   type IndexSegment,
   type IndexedChunk,
   type IndexedSeries,
+  type MissingReason,
   type SegmentChunk,
 } from "@sieve/index";
 import { matchesLabels, withoutLineTests, type BloomTest, type Matcher } from "@sieve/logql";
 import { STORAGE_ERRORS, isNotFound, isStoreFailure } from "@sieve/storage";
+import { testedPart } from "./audit.js";
 import type { QuerierParts, QueryContext } from "./context.js";
-import type { FilterResponse, FilterSeries } from "@sieve/proto";
+import { KEEP_ALL_FILTER } from "./deps.js";
+import type { ChunkVerdict, FilterResponse, FilterSeries } from "@sieve/proto";
 import { QueryError, maxChunks } from "./errors.js";
+import type { ChunkOutcome, NoBloomDetail } from "./explain.js";
 import type { ReadReport } from "./labels.js";
 
 /** A chunk the plan will read, with its series. */
 export interface PlannedChunk {
   readonly chunk: IndexedChunk;
   readonly labels: Readonly<Record<string, string>>;
+  /**
+   * The bloom test this chunk passed, as its bloom evaluated it, when the chunk is to be
+   * audited for a false positive (audit.ts): it passed a test and lies wholly in range.
+   */
+  readonly audit?: BloomTest;
 }
 
 function bloomGroup(c: IndexedChunk): string {
@@ -168,21 +178,76 @@ function failOpenReason(error: unknown): string {
   return error instanceof Error && error.name === "TimeoutError" ? "timeout" : "gateway_error";
 }
 
-/** Reports a failed bloom step: `chunks` refs kept untested. */
+/** Reports a failed bloom step: `chunks` refs kept untested with `reason`. */
 function reportFailOpen(
   report: ReadReport,
   tenant: string,
   chunks: number,
+  reason: string,
   error: unknown,
 ): Record<string, number> {
-  const reason = failOpenReason(error);
   report.failedOpen(reason, chunks, tenant, error);
   return { [reason]: chunks };
+}
+
+/** What the bloom step answered, for {@link judge}. */
+interface BloomAnswer {
+  /** Chunks not sent to the gateway (a line-only test, and a bloom without n-grams). */
+  readonly unsent: ReadonlySet<string>;
+  /** The querier has no gateway: nothing was tested. */
+  readonly noGateway: boolean;
+  /** The gateway call failed with this reason: everything kept untested. */
+  readonly failed: string | undefined;
+  /** The chunks the gateway kept, and its verdicts on the others and on those it kept untested. */
+  readonly kept: ReadonlySet<string>;
+  readonly verdicts: ReadonlyMap<string, ChunkVerdict>;
+}
+
+// The common outcomes, shared: judging a chunk allocates nothing unless something failed.
+const PASSED: ChunkOutcome = { outcome: "kept", reason: "passed" };
+const PRUNED: ChunkOutcome = { outcome: "pruned", reason: "chunk" };
+/** Kept, no bloom tested, and why. */
+const noBloom = (detail: NoBloomDetail | MissingReason): ChunkOutcome => ({
+  outcome: "kept",
+  reason: "no_bloom",
+  detail,
+});
+const NO_NGRAMS = noBloom("no_ngrams");
+const NO_GATEWAY = noBloom("no_gateway");
+/** By the index's reason for a missing bloom. */
+const MISSING = Object.fromEntries(
+  (Object.keys(MISSING_REASONS) as MissingReason[]).map((reason) => [reason, noBloom(reason)]),
+) as Record<MissingReason, ChunkOutcome>;
+
+/** Kept or pruned, and why (explain's words), for the chunk `id`. */
+function judge(c: IndexedChunk, id: string, answer: BloomAnswer): ChunkOutcome {
+  if (c.bloom.kind === "missing") return MISSING[c.bloom.reason];
+  if (answer.unsent.has(id)) return NO_NGRAMS;
+  if (answer.noGateway) return NO_GATEWAY;
+  if (answer.failed !== undefined) {
+    return { outcome: "kept", reason: "fail_open", detail: answer.failed };
+  }
+  const v = answer.verdicts.get(id);
+  if (v === undefined) {
+    // Without a verdict, a pruned chunk's reason is unknown: the gateway was not asked to
+    // explain (or predates explain).
+    return answer.kept.has(id) ? PASSED : PRUNED;
+  }
+  if (v.outcome === "failed_open") {
+    return {
+      outcome: "kept",
+      reason: "fail_open",
+      ...(v.reason !== undefined && { detail: v.reason }),
+    };
+  }
+  return { outcome: "pruned", reason: v.outcome, ...(v.test !== undefined && { test: v.test }) };
 }
 
 /**
  * Index → series matching any of `selectors` → chunks in [from, through] → pruned by the
  * gateway when the query has a bloom test. Refuses more chunks than `maxChunksPerQuery`.
+ * Each chunk's outcome goes to the query's explain, when it asks for one; the chunks a bloom
+ * test kept that lie wholly in [from, through] are marked for the false-positive audit.
  */
 export async function plan(
   parts: QuerierParts,
@@ -218,19 +283,25 @@ export async function plan(
     metadataOnly !== queryTest && matched.some(({ series }) => series.chunks.some(lined))
       ? queryTest
       : metadataOnly;
+  const { explain } = ctx;
   if (test.kind === "all" || inRange === 0) {
+    const untested = noBloom(queryTest.kind === "all" ? "no_test" : "no_ngrams");
     return matched.flatMap(({ series, labels }) =>
-      series.chunks.map((chunk) => ({ chunk, labels })),
+      series.chunks.map((chunk) => {
+        const missing = chunk.bloom.kind === "missing";
+        explain?.add(series.labels, chunk, missing ? MISSING[chunk.bloom.reason] : untested);
+        return { chunk, labels };
+      }),
     );
   }
   stats.bloomsUsed = true;
   const groups = new Map<string, FilterSeries & { chunks: SegmentChunk[] }>();
-  const kept = new Set<string>();
+  const unsent = new Set<string>();
   let sent = 0;
   for (const { series } of matched) {
     for (const c of series.chunks) {
       if (metadataOnly.kind === "all" && !lined(c)) {
-        kept.add(chunkId(series.fingerprint, c.ref));
+        unsent.add(chunkId(series.fingerprint, c.ref));
         continue;
       }
       sent++;
@@ -248,9 +319,11 @@ export async function plan(
       g.chunks.push(segmentChunk(c));
     }
   }
-  let response: FilterResponse;
+  let failed: string | undefined;
+  const kept = new Set<string>();
+  const verdicts = new Map<string, ChunkVerdict>();
   try {
-    response = await stats.time("blooms", () =>
+    const response: FilterResponse = await stats.time("blooms", () =>
       ctx.race(
         parts.chunkFilter.filterChunkRefs({
           tenant,
@@ -258,12 +331,20 @@ export async function plan(
           through,
           test,
           series: [...groups.values()],
+          ...(explain !== undefined && { explain: true }),
         }),
       ),
     );
+    stats.bloom = response.stats;
+    for (const [reason, chunks] of Object.entries(response.stats.failedOpen)) {
+      parts.labels.report.failedOpen(reason, chunks, tenant);
+    }
+    for (const s of response.series) for (const c of s.chunks) kept.add(chunkId(s.fingerprint, c));
+    for (const v of response.verdicts ?? []) verdicts.set(chunkId(v.fingerprint, v), v);
   } catch (error) {
     if (error instanceof QueryError) throw error; // the query's own deadline
     // Invariant 1: a gateway that fails means "may match", never "no match".
+    failed = failOpenReason(error);
     stats.bloom = {
       series: groups.size,
       seriesSkipped: 0,
@@ -272,24 +353,39 @@ export async function plan(
       chunksPrunedByLine: 0,
       blocksRead: 0,
       cacheHits: 0,
-      failedOpen: reportFailOpen(parts.labels.report, tenant, sent, error),
+      failedOpen: reportFailOpen(parts.labels.report, tenant, sent, failed, error),
     };
-    return matched.flatMap(({ series, labels }) =>
-      series.chunks.map((chunk) => ({ chunk, labels })),
-    );
   }
-  stats.bloom = response.stats;
-  for (const [reason, chunks] of Object.entries(response.stats.failedOpen)) {
-    parts.labels.report.failedOpen(reason, chunks, tenant);
-  }
-  for (const s of response.series) for (const c of s.chunks) kept.add(chunkId(s.fingerprint, c));
+  const answer: BloomAnswer = {
+    unsent,
+    noGateway: parts.chunkFilter === KEEP_ALL_FILTER,
+    failed,
+    kept,
+    verdicts,
+  };
+  // The audit's test per n-gram settings of the chunks' blooms ("" for none).
+  const audits = new Map<string, BloomTest>();
+  const auditOf = (c: IndexedChunk): BloomTest | undefined => {
+    if (c.ref.from < from || c.ref.through > through || c.bloom.kind !== "block") return undefined;
+    const { ngrams } = c.bloom;
+    const key = ngrams === undefined ? "" : `${ngrams.length}/${ngrams.skip}`;
+    let t = audits.get(key);
+    if (t === undefined) audits.set(key, (t = testedPart(test, ngrams)));
+    return t.kind === "all" ? undefined : t;
+  };
   const out: PlannedChunk[] = [];
   for (const { series, labels } of matched) {
     for (const chunk of series.chunks) {
-      if (kept.has(chunkId(series.fingerprint, chunk.ref))) out.push({ chunk, labels });
+      const judged = judge(chunk, chunkId(series.fingerprint, chunk.ref), answer);
+      explain?.add(series.labels, chunk, judged);
+      if (judged.outcome === "pruned") continue;
+      const audit = judged.reason === "passed" ? auditOf(chunk) : undefined;
+      out.push(audit === undefined ? { chunk, labels } : { chunk, labels, audit });
     }
   }
-  stats.chunksPrunedByBlooms = inRange - out.length;
-  parts.metrics?.chunksPruned.inc(inRange - out.length);
+  const pruned = inRange - out.length;
+  stats.chunksPrunedByBlooms = pruned;
+  parts.metrics?.chunksPruned.inc(pruned);
+  parts.metrics?.bloomPrunedChunks.inc({ tenant }, pruned);
   return out;
 }

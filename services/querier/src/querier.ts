@@ -24,6 +24,7 @@ import { QueryContext, type QuerierParts } from "./context.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
+import type { QueryExplain } from "./explain.js";
 import { ParsedLabels, ReadReport } from "./labels.js";
 import { runLogs, type LogQuery, type LogResult } from "./logs.js";
 import type { QuerierMetrics } from "./metrics.js";
@@ -37,6 +38,13 @@ export type { LogQuery, LogResult, ResultEntry } from "./logs.js";
 export type { MetricRangeQuery } from "./metrics-query.js";
 export { parseSelector } from "./parse.js";
 export type { IndexStats } from "./series.js";
+
+/** A metric query's answer: its samples, counters and, when asked, explain. */
+export interface MetricResult<R extends Matrix | Vector> {
+  readonly result: R;
+  readonly stats: QueryStats;
+  readonly explain?: QueryExplain;
+}
 
 /** What a querier is made of. */
 export interface QuerierDeps {
@@ -115,10 +123,10 @@ export class Querier {
     const max = limits.maxEntriesLimitPerQuery;
     if (max > 0 && q.limit > max) throw maxEntriesLimit(q.limit, max);
     this.checkLength(limits, q.start, q.end);
-    const ctx = new QueryContext(limits);
+    const ctx = new QueryContext(limits, q.explain);
     const entries = await runLogs(this.parts, expr, q, ctx);
     ctx.stats.entriesReturned = entries.length;
-    return { entries, stats: ctx.stats };
+    return { entries, stats: ctx.stats, ...explained(ctx) };
   }
 
   private async runMetric(
@@ -126,35 +134,43 @@ export class Querier {
     query: string | Expr,
     start: bigint,
     end: bigint,
+    explain: boolean,
     evaluate: (expr: Expr, streams: StreamEntries[]) => Matrix | Vector,
-  ): Promise<{ result: Matrix | Vector; stats: QueryStats }> {
+  ): Promise<MetricResult<Matrix | Vector>> {
     const expr = typeof query === "string" ? parseQuery(query) : query;
     if (expr.kind === "log")
       throw new QueryError("bad_request", "a log query has no samples: use a metric query");
     const limits = this.limits(tenant);
     this.checkLength(limits, start, end);
-    const ctx = new QueryContext(limits);
+    const ctx = new QueryContext(limits, explain);
     const result = await evaluateMetric(this.parts, tenant, expr, start, end, evaluate, ctx);
     ctx.stats.entriesReturned = result.length;
-    return { result, stats: ctx.stats };
+    return { result, stats: ctx.stats, ...explained(ctx) };
   }
 
   /** A metric query at every step of [start, end]: Loki's matrix. */
-  selectMatrix(q: MetricRangeQuery): Promise<{ result: Matrix; stats: QueryStats }> {
-    return this.runMetric(q.tenant, q.expr ?? q.query, q.start, q.end, (expr, streams) =>
-      evaluateRange(expr, streams, { startNs: q.start, endNs: q.end, stepNs: q.step }),
-    ) as Promise<{ result: Matrix; stats: QueryStats }>;
+  selectMatrix(q: MetricRangeQuery): Promise<MetricResult<Matrix>> {
+    return this.runMetric(
+      q.tenant,
+      q.expr ?? q.query,
+      q.start,
+      q.end,
+      q.explain === true,
+      (expr, streams) =>
+        evaluateRange(expr, streams, { startNs: q.start, endNs: q.end, stepNs: q.step }),
+    ) as Promise<MetricResult<Matrix>>;
   }
 
-  /** A metric query at one time: Loki's vector. */
+  /** A metric query at one time: Loki's vector; `explain` as {@link MetricRangeQuery}'s. */
   selectVector(
     tenant: string,
     query: string | Expr,
     time: bigint,
-  ): Promise<{ result: Vector; stats: QueryStats }> {
-    return this.runMetric(tenant, query, time, time, (expr, streams) =>
+    explain = false,
+  ): Promise<MetricResult<Vector>> {
+    return this.runMetric(tenant, query, time, time, explain, (expr, streams) =>
       evaluateInstant(expr, streams, time),
-    ) as Promise<{ result: Vector; stats: QueryStats }>;
+    ) as Promise<MetricResult<Vector>>;
   }
 
   /** Label sets of the tenant's series over [start, end] matching any group (all when none). */
@@ -204,4 +220,9 @@ export class Querier {
     const ctx = new QueryContext(limits);
     return await readIndexStats(this.parts, tenant, query, matchers, start, end, ctx);
   }
+}
+
+/** The explain of a query that asked for one, as a result's field. */
+function explained(ctx: QueryContext): { explain?: QueryExplain } {
+  return ctx.explain === undefined ? {} : { explain: ctx.explain.toJSON() };
 }

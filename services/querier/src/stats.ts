@@ -24,6 +24,8 @@ export class QueryStats {
   chunksInRange = 0;
   chunksPrunedByBlooms = 0;
   chunksFetched = 0;
+  /** Fetched chunks a bloom test kept that held no entry passing it (audit.ts). */
+  falsePositiveChunks = 0;
   chunkCacheHits = 0;
   bytesFetched = 0;
   bytesDecompressed = 0;
@@ -127,6 +129,7 @@ export class QueryStats {
         // Of those, the chunks the query's structured-metadata tests alone would have kept.
         chunksPrunedByLineFilters: this.bloom?.chunksPrunedByLine ?? 0,
         chunksFetched: this.chunksFetched,
+        falsePositiveChunks: this.falsePositiveChunks,
         chunkCacheHits: this.chunkCacheHits,
         bytesFetched: this.bytesFetched,
         bytesDecompressed: this.bytesDecompressed,

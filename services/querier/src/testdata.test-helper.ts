@@ -15,6 +15,7 @@ import {
   segmentKey,
   segmentsForFlush,
   type BloomBlockInput,
+  type MissingReason,
   type NgramOptions,
   type SegmentSeries,
 } from "@sieve/index";
@@ -49,6 +50,32 @@ export function identity(labels: Record<string, string>): { canonical: string; f
 
 let flushes = 0;
 
+/** What a flush writes besides its streams' own blooms. */
+export interface FlushOptions {
+  /** No bloom block: every series' bloom is recorded missing for this reason. */
+  readonly missing?: MissingReason;
+  /**
+   * Tokens added to the bloom of chunk `chunk` of stream `stream` that none of its entries
+   * hold (metadata pairs, a line's n-grams): a forced false positive.
+   */
+  readonly ghost?: {
+    readonly stream: number;
+    readonly chunk: number;
+    readonly pairs?: readonly { name: string; value: string }[];
+    readonly line?: string;
+  };
+}
+
+/** The key of the bloom block flush number `flush` of `tenant` writes. */
+export function bloomBlockKey(tenant: string, flush: number): string {
+  return `${tenant}/blooms/test-${flush}`;
+}
+
+/** How many flushes {@link writeFlush} has written (the last one's number). */
+export function flushCount(): number {
+  return flushes;
+}
+
 /**
  * Writes `streams` as one flush: each stream cut into chunks of `entriesPerChunk` entries
  * (in time order), chunk objects first, then one bloom block, then the day segments.
@@ -61,12 +88,14 @@ export async function writeFlush(
   entriesPerChunk: number,
   blockTargetBytes = 512,
   ngrams?: NgramOptions,
+  options: FlushOptions = {},
 ): Promise<number> {
   const flush = ++flushes;
+  const { ghost } = options;
   const blooms: BloomBlockInput[] = [];
   const series: Omit<SegmentSeries, "bloom">[] = [];
   let written = 0;
-  for (const s of streams) {
+  for (const [si, s] of streams.entries()) {
     const { canonical, fp } = identity(s.labels);
     const sorted = [...s.entries].sort((a, b) =>
       a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0,
@@ -76,6 +105,9 @@ export async function writeFlush(
     for (let i = 0; i < sorted.length; i += entriesPerChunk) {
       const part = sorted.slice(i, i + entriesPerChunk);
       for (const e of part) bloom.add(e.structuredMetadata, e.line);
+      if (ghost?.stream === si && ghost.chunk === chunks.length) {
+        bloom.add(ghost.pairs ?? [], ghost.line ?? "");
+      }
       const encoded = encodeChunk(part, { blockTargetBytes });
       const ref = { tenant, fingerprint: fp, ...pick(encoded) };
       await store.put(chunkKey(ref), encoded.bytes);
@@ -87,6 +119,14 @@ export async function writeFlush(
         entries: encoded.entryCount,
       });
     }
+    if (options.missing !== undefined) {
+      series.push({
+        fingerprint: fp,
+        labels: canonical,
+        chunks: chunks.map((c) => ({ ...c, prefixed: false })),
+      });
+      continue;
+    }
     const finished = bloom.finish();
     if (finished === undefined || finished.status !== "ok") throw new Error("no bloom");
     blooms.push({ fingerprint: fp, filter: finished.filter, chunks: finished.chunks, ngrams });
@@ -96,16 +136,22 @@ export async function writeFlush(
       chunks: chunks.map((c, i) => ({ ...c, prefixed: finished.chunks[i]!.prefixed })),
     });
   }
-  const block = encodeBloomBlock(blooms);
-  const blockKey = `${tenant}/blooms/test-${flush}`;
-  await store.put(blockKey, block.bytes);
-  const withBlooms: SegmentSeries[] = series.map((s) => {
-    const entry = block.entries.find((e) => e.fingerprint === s.fingerprint)!;
-    return {
-      ...s,
-      bloom: { kind: "block", key: blockKey, offset: entry.offset, length: entry.length, ngrams },
-    };
-  });
+  const { missing } = options;
+  let withBlooms: SegmentSeries[];
+  if (missing !== undefined) {
+    withBlooms = series.map((s) => ({ ...s, bloom: { kind: "missing", reason: missing } }));
+  } else {
+    const block = encodeBloomBlock(blooms);
+    const blockKey = bloomBlockKey(tenant, flush);
+    await store.put(blockKey, block.bytes);
+    withBlooms = series.map((s) => {
+      const entry = block.entries.find((e) => e.fingerprint === s.fingerprint)!;
+      return {
+        ...s,
+        bloom: { kind: "block", key: blockKey, offset: entry.offset, length: entry.length, ngrams },
+      };
+    });
+  }
   for (const segment of segmentsForFlush(tenant, withBlooms)) {
     const id = `${String(flush).padStart(15, "0")}-test-00000000`;
     await store.put(segmentKey(tenant, segment.day, id), encodeSegment(segment));
