@@ -6,9 +6,11 @@
 import { parseArgs } from "node:util";
 import { pino, type Logger } from "pino";
 import { SIEVE_OPTIONS, loadSieveConfig } from "./config.js";
+import { experimentCommand } from "./experiment/command.js";
 import { TARGETS, start, type Target } from "./targets.js";
 
 const USAGE = `Usage: sieve [${TARGETS.join(" | ")}] [options]
+       sieve experiment run SPEC.yaml --out DIR [--quick]   (sieve experiment --help)
 
 Options:
   --config-file F   YAML configuration (docs/configuration.md)
@@ -27,6 +29,7 @@ function isTarget(name: string): name is Target {
 }
 
 async function main(argv: readonly string[]): Promise<number> {
+  if (argv[0] === "experiment") return experimentCommand(argv.slice(1));
   let parsed;
   try {
     parsed = parseArgs({
