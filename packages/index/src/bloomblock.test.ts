@@ -4,9 +4,11 @@ import { join } from "node:path";
 import { ScalableBloomFilter } from "@sieve/bloom";
 import { FsObjectStore, type ObjectStore } from "@sieve/storage";
 import { afterAll, describe, expect, it } from "vitest";
+import { crc32c } from "@sieve/kit";
 import {
   BloomBlockReader,
   decodeBloomBlock,
+  decodeBloomRecord,
   encodeBloomBlock,
   readSeriesBloom,
   type BloomBlockInput,
@@ -85,6 +87,33 @@ describe("bloom blocks", () => {
     expect(() => encodeBloomBlock([{ ...small[0]!, ngrams: { length: 0, skip: 0 } }])).toThrow(
       IndexError,
     );
+  });
+
+  it("records which metadata tokens each series' filter holds; unknown flag bits are corrupt", () => {
+    const inputs = [
+      { ...small[0]!, metadataTokens: { keys: false, values: true } },
+      small[1]!,
+      {
+        ...small[2]!,
+        metadataTokens: { keys: false, values: false },
+        ngrams: { length: 4, skip: 0 },
+      },
+    ];
+    const { bytes, entries } = encodeBloomBlock(inputs);
+    expect(decodeBloomBlock(bytes).records.map((r) => r.metadataTokens)).toEqual([
+      { keys: true, values: true },
+      { keys: false, values: true },
+      { keys: false, values: false },
+    ]);
+    const at = entries[2]!;
+    const record = bytes.subarray(at.offset, at.offset + at.length);
+    expect(Array.from(record.subarray(record.length - 8, record.length - 4))).toEqual([4, 0, 3, 0]);
+    // A flag nobody defined, with its checksum fixed up: refused, not read as "all tokens".
+    const bad = Uint8Array.from(record);
+    const settings = bad.subarray(bad.length - 8, bad.length - 4);
+    settings[2] = 4;
+    new DataView(bad.buffer).setUint32(bad.length - 4, crc32c(settings), true);
+    expect(() => decodeBloomRecord(bad, at.fingerprint)).toThrow("reserved record bits");
   });
 
   it("reads a version 1 block (records without n-gram settings), as written before version 2", () => {

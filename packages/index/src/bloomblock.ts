@@ -7,8 +7,10 @@
  *   records  one a series, in ascending fingerprint order, back to back from offset 8:
  *              u64 fingerprint, u32 filter length, filter (a serialised @sieve/bloom
  *              filter: its own magic, version and CRC-32C), then the line n-grams the
- *              filter holds: u8 length (0: none), u8 skip, u16 zero, u32 CRC-32C of those
- *              4 bytes. Version 1 records end at the filter (no n-grams); a record's
+ *              filter holds: u8 length (0: none), u8 skip, u8 metadata token flags (bit 0:
+ *              no `name` tokens, bit 1: no `name=value` tokens; 0 before the choice
+ *              existed), u8 zero, u32 CRC-32C of those 4 bytes. Version 1 records end at
+ *              the filter (no n-grams, both token kinds); a record's
  *              length tells the two apart, so one read by range needs no header.
  *   index    u32 series count, then per series, ascending fingerprint:
  *              u64 fingerprint, u64 record offset, u32 record length, u32 chunk count,
@@ -28,7 +30,14 @@ import { crc32c } from "@sieve/kit";
 import { Reader, Writer } from "./binary.js";
 import type { CoveredChunk } from "./builder.js";
 import { IndexError } from "./errors.js";
-import { checkNgramOptions, type NgramOptions } from "./tokens.js";
+import {
+  ALL_METADATA_TOKENS,
+  checkNgramOptions,
+  metadataTokenFlags,
+  metadataTokensOf,
+  type MetadataTokens,
+  type NgramOptions,
+} from "./tokens.js";
 
 /** "SVBB" read as a little-endian u32. */
 const MAGIC = 0x42425653;
@@ -54,13 +63,17 @@ export interface BloomBlockInput {
   readonly chunks: readonly CoveredChunk[];
   /** The line n-grams the filter holds; none when absent. */
   readonly ngrams?: NgramOptions | undefined;
+  /** The metadata tokens it holds; both kinds when absent. */
+  readonly metadataTokens?: MetadataTokens | undefined;
 }
 
-/** One series' record, decoded: its filter and the line n-grams it holds. */
+/** One series' record, decoded: its filter and the tokens it holds. */
 export interface BloomRecord {
   readonly filter: AnyFilter;
   /** Undefined: no line n-grams (a version 1 record, or n-grams off when it was built). */
   readonly ngrams: NgramOptions | undefined;
+  /** Which metadata tokens (both in a version 1 record). */
+  readonly metadataTokens: MetadataTokens;
 }
 
 /** Where one series' bloom is inside a block, and which chunks it covers. */
@@ -91,7 +104,7 @@ export function encodeBloomBlock(series: readonly BloomBlockInput[]): EncodedBlo
   out.u16(0);
   const entries: BloomBlockEntry[] = [];
   let previous: bigint | undefined;
-  for (const { fingerprint, filter, chunks, ngrams } of sorted) {
+  for (const { fingerprint, filter, chunks, ngrams, metadataTokens } of sorted) {
     if (previous === fingerprint) {
       throw new IndexError(
         "invalid_argument",
@@ -108,7 +121,8 @@ export function encodeBloomBlock(series: readonly BloomBlockInput[]): EncodedBlo
     out.u32(bytes.length);
     out.bytes(bytes);
     if (ngrams !== undefined) checkNgramOptions(ngrams);
-    const settings = Uint8Array.of(ngrams?.length ?? 0, ngrams?.skip ?? 0, 0, 0);
+    const flags = metadataTokenFlags(metadataTokens ?? ALL_METADATA_TOKENS);
+    const settings = Uint8Array.of(ngrams?.length ?? 0, ngrams?.skip ?? 0, flags, 0);
     out.bytes(settings);
     out.u32(crc32c(settings));
     entries.push({ fingerprint, offset, length: out.length - offset, chunks });
@@ -275,20 +289,23 @@ export function decodeBloomRecord(record: Uint8Array, fingerprint: bigint): Bloo
     wrapped.cause = error;
     throw wrapped;
   }
-  if (trailer === 0) return { filter, ngrams: undefined };
+  if (trailer === 0) return { filter, ngrams: undefined, metadataTokens: ALL_METADATA_TOKENS };
   const settings = r.bytesView(4, "n-gram settings");
   if (r.u32("n-gram settings checksum") !== crc32c(settings))
     throw new IndexError("bad_checksum", "n-gram settings");
-  const [ngramLength, skip, reserved0, reserved1] = settings as unknown as [
+  const [ngramLength, skip, flags, reserved] = settings as unknown as [
     number,
     number,
     number,
     number,
   ];
-  if ((reserved0 | reserved1) !== 0) throw new IndexError("corrupt", "reserved record bytes");
+  const metadataTokens = metadataTokensOf(flags);
+  if (metadataTokens === undefined || reserved !== 0) {
+    throw new IndexError("corrupt", "reserved record bits");
+  }
   if (ngramLength === 0) {
     if (skip !== 0) throw new IndexError("corrupt", `n-gram skip ${skip} without a length`);
-    return { filter, ngrams: undefined };
+    return { filter, ngrams: undefined, metadataTokens };
   }
   const ngrams = { length: ngramLength, skip };
   try {
@@ -296,7 +313,7 @@ export function decodeBloomRecord(record: Uint8Array, fingerprint: bigint): Bloo
   } catch {
     throw new IndexError("corrupt", `n-gram length ${ngramLength}, skip ${skip}`);
   }
-  return { filter, ngrams };
+  return { filter, ngrams, metadataTokens };
 }
 
 /** A whole decoded block. */

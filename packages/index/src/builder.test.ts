@@ -217,6 +217,32 @@ describe("SeriesBloomBuilder", () => {
     expect(sizes[1]! / sizes[0]!).toBeGreaterThan(5);
   });
 
+  it("writes only the metadata tokens and chunk prefixes asked for, and says which", () => {
+    const build = (options: ConstructorParameters<typeof SeriesBloomBuilder>[0]) => {
+      const builder = new SeriesBloomBuilder(options);
+      for (const c of [1, 2]) {
+        for (let i = 0; i < 50; i++) builder.add([{ name: `n${i}`, value: `v${c}-${i}` }]);
+        builder.cut(chunk(c));
+      }
+      const bloom = builder.finish();
+      if (bloom?.status !== "ok") throw new Error("expected a bloom");
+      return bloom;
+    };
+    const present = (bloom: ReturnType<typeof build>, token: (i: number) => string) =>
+      Array.from({ length: 50 }, (_, i) => bloom.filter.test(token(i))).filter(Boolean).length;
+    const all = build({});
+    expect(all.metadataTokens).toEqual({ keys: true, values: true });
+    expect(all.chunks.map((c) => c.prefixed)).toEqual([true, true]);
+    const valuesOnly = build({ metadataTokens: { keys: false, values: true }, prefixed: false });
+    expect(valuesOnly.metadataTokens).toEqual({ keys: false, values: true });
+    expect(valuesOnly.chunks.map((c) => c.prefixed)).toEqual([false, false]);
+    expect(present(valuesOnly, (i) => `n${i}=v1-${i}`)).toBe(50);
+    expect(present(valuesOnly, (i) => `n${i}`)).toBeLessThan(5); // false positives only
+    const keysOnly = build({ metadataTokens: { keys: true, values: false } });
+    expect(present(keysOnly, (i) => `n${i}`)).toBe(50);
+    expect(present(keysOnly, (i) => `n${i}=v1-${i}`)).toBeLessThan(5);
+  });
+
   it.each([
     { maxBloomBytes: 0 },
     { maxChunkTokens: -1 },

@@ -1,12 +1,14 @@
 import { PartitionedBloomFilter, ScalableBloomFilter, type ScalableOptions } from "@sieve/bloom";
 import { IndexError } from "./errors.js";
 import {
+  ALL_METADATA_TOKENS,
   CHUNK_PREFIX_BYTES,
   checkNgramOptions,
   forEachNgram,
   writeChunkPrefix,
   type ChunkIdentity,
   type MetadataPair,
+  type MetadataTokens,
   type NgramOptions,
 } from "./tokens.js";
 
@@ -32,6 +34,13 @@ export interface SeriesBloomOptions {
    * Loki's blooms are (bigger; kept for experiments that compare the two).
    */
   readonly layout?: BloomLayout;
+  /** Which metadata tokens go in (both by default); recorded with the bloom. */
+  readonly metadataTokens?: MetadataTokens;
+  /**
+   * Whether chunk-prefixed tokens go in (default true) when a bloom covers two chunks or
+   * more; without them a chunk's test is its series' test.
+   */
+  readonly prefixed?: boolean;
 }
 
 /** How a finished bloom's bits are laid out: see {@link SeriesBloomOptions.layout}. */
@@ -69,6 +78,7 @@ export type SeriesBloom =
       readonly chunks: readonly CoveredChunk[];
       /** The line n-grams the filter holds besides metadata tokens; none when undefined. */
       readonly ngrams: NgramOptions | undefined;
+      readonly metadataTokens: MetadataTokens;
     }
   | {
       /** No bloom: every covered chunk "may match". */
@@ -121,6 +131,8 @@ export class SeriesBloomBuilder {
   private readonly maxChunkTokens: number;
   private readonly cacheSize: number;
   private readonly layout: BloomLayout;
+  private readonly metadataTokens: MetadataTokens;
+  private readonly prefixed: boolean;
   private filter: ScalableBloomFilter | undefined;
   private head: Set<string> | undefined = new Set();
   private headEntries = 0;
@@ -137,6 +149,8 @@ export class SeriesBloomBuilder {
     this.maxChunkTokens = options.maxChunkTokens ?? DEFAULT_MAX_CHUNK_TOKENS;
     this.cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
     this.layout = options.layout ?? "exact";
+    this.metadataTokens = options.metadataTokens ?? ALL_METADATA_TOKENS;
+    this.prefixed = options.prefixed ?? true;
     if (!(maxBloomBytes > 0))
       throw new IndexError("invalid_argument", `maxBloomBytes ${maxBloomBytes}`);
     if (!(Number.isInteger(this.maxChunkTokens) && this.maxChunkTokens >= 0)) {
@@ -156,9 +170,10 @@ export class SeriesBloomBuilder {
   /** Tokenizes one entry of the head chunk: its structured metadata, and its line if n-grams are on. */
   add(metadata: readonly MetadataPair[], line?: string): void {
     this.headEntries++;
+    const { keys, values } = this.metadataTokens;
     for (const { name, value } of metadata) {
-      this.addToken(name);
-      this.addToken(`${name}=${value}`);
+      if (keys) this.addToken(name);
+      if (values) this.addToken(`${name}=${value}`);
     }
     if (this.ngrams !== undefined && line !== undefined)
       forEachNgram(line, this.ngrams, this.visit);
@@ -195,7 +210,7 @@ export class SeriesBloomBuilder {
     if (this.cut_.length === 0) return undefined;
     const cut = this.cut_;
     this.cut_ = [];
-    const prefixAll = cut.length > 1;
+    const prefixAll = cut.length > 1 && this.prefixed;
     const complete = cut.every((c) => c.tokens !== undefined);
     let filter: PartitionedBloomFilter | ScalableBloomFilter | undefined = this.filter;
     let missing = this.missing;
@@ -224,7 +239,13 @@ export class SeriesBloomBuilder {
     const chunks = cut.map(({ chunk, tokens }) =>
       covered(chunk, prefixAll && tokens !== undefined),
     );
-    return { status: "ok", filter, chunks, ngrams: this.ngrams };
+    return {
+      status: "ok",
+      filter,
+      chunks,
+      ngrams: this.ngrams,
+      metadataTokens: this.metadataTokens,
+    };
   }
 
   /**

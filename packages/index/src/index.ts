@@ -4,8 +4,14 @@
  * segments (a tenant's series and chunk refs per day) and the reader a querier merges them
  * with. Every format is versioned and checksummed; see docs/formats.md.
  */
-export { CHUNK_PREFIX_BYTES, writeChunkPrefix, lineNgrams, literalNgrams } from "./tokens.js";
-export type { ChunkIdentity, MetadataPair, NgramOptions } from "./tokens.js";
+export {
+  ALL_METADATA_TOKENS,
+  CHUNK_PREFIX_BYTES,
+  writeChunkPrefix,
+  lineNgrams,
+  literalNgrams,
+} from "./tokens.js";
+export type { ChunkIdentity, MetadataPair, MetadataTokens, NgramOptions } from "./tokens.js";
 export { SeriesBloomBuilder, MISSING_REASONS } from "./builder.js";
 export type {
   SeriesBloomOptions,

@@ -59,6 +59,31 @@ const sample: IndexSegment = {
       },
       chunks: [chunkAt(at(D, 6), at(D, 6))],
     },
+    {
+      fingerprint: 5n,
+      labels: '{app="names-only"}',
+      bloom: {
+        kind: "block",
+        key: "team-a/blooms/y",
+        offset: 8,
+        length: 40,
+        metadataTokens: { keys: true, values: false },
+      },
+      chunks: [chunkAt(at(D, 7), at(D, 8))],
+    },
+    {
+      fingerprint: 6n,
+      labels: '{app="ngrams-only"}',
+      bloom: {
+        kind: "block",
+        key: "team-a/blooms/y",
+        offset: 48,
+        length: 40,
+        ngrams: { length: 4, skip: 1 },
+        metadataTokens: { keys: false, values: false },
+      },
+      chunks: [chunkAt(at(D, 7), at(D, 8))],
+    },
   ],
 };
 
@@ -67,10 +92,28 @@ describe("index segments", () => {
     const decoded = decodeSegment(encodeSegment(sample));
     expect(decoded.tenant).toBe("team-a");
     expect(decoded.day).toBe(D);
-    expect(decoded.series.map((s) => s.fingerprint)).toEqual([1n, 0xfeedn, 2n ** 64n - 1n]);
-    expect(decoded.series[1]).toEqual(sample.series[0]);
+    expect(decoded.series.map((s) => s.fingerprint)).toEqual([1n, 5n, 6n, 0xfeedn, 2n ** 64n - 1n]);
+    expect(decoded.series[3]).toEqual(sample.series[0]);
     expect(decoded.series[0]).toEqual(sample.series[1]);
-    expect(decoded.series[2]).toEqual(sample.series[2]);
+    expect(decoded.series[4]).toEqual(sample.series[2]);
+    // Blooms without some metadata tokens say so (bloom kind 3); the others are as before.
+    expect(decoded.series[1]).toEqual(sample.series[3]);
+    expect(decoded.series[2]).toEqual(sample.series[4]);
+  });
+
+  it("writes a bloom with both metadata token kinds as before (kind 1 or 2), one without as kind 3", () => {
+    const one = (bloom: IndexSegment["series"][number]["bloom"]) =>
+      encodeSegment({ ...sample, series: [{ ...sample.series[0]!, bloom }] });
+    const base = { kind: "block", key: "k", offset: 8, length: 4 } as const;
+    const plain = one(base);
+    expect(one({ ...base, metadataTokens: { keys: true, values: true } })).toEqual(plain);
+    const names = one({ ...base, metadataTokens: { keys: true, values: false } });
+    // kind 3 adds n-gram length 0, skip 0 and the flags byte (2: no name=value tokens).
+    expect(names.length).toBe(plain.length + 3);
+    expect(decodeSegment(names).series[0]!.bloom).toEqual({
+      ...base,
+      metadataTokens: { keys: true, values: false },
+    });
   });
 
   it("reads a version 1 segment, as written before blooms recorded line n-grams", () => {

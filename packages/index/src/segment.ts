@@ -13,7 +13,9 @@
  *     u8 bloom kind: 0 missing, then u8 reason (1 too_large, 2 incomplete, 3 disabled);
  *                    1 in a block, then u32 block number, u64 record offset, u32 record length;
  *                    2 (version 2) in a block with line n-grams: as 1, then u8 n-gram
- *                    length and u8 skip, as the bloom block's record has them
+ *                    length and u8 skip, as the bloom block's record has them;
+ *                    3 (version 2) as 2, n-gram length 0 for none, then u8 metadata
+ *                    token flags as the record's (not 0: kinds 1 and 2 hold both kinds)
  *     u32 chunk count (≥ 1), then per chunk: i64 from, i64 through (ns, from ≤ through),
  *       u32 checksum, u32 size in bytes, u32 entry count, u8 flags (bit 0: the chunk's
  *       prefixed tokens are in the series' bloom; other bits zero)
@@ -28,7 +30,14 @@ import { crc32c } from "@sieve/kit";
 import { Reader, Writer } from "./binary.js";
 import type { MissingReason } from "./builder.js";
 import { IndexError } from "./errors.js";
-import { checkNgramOptions, type NgramOptions } from "./tokens.js";
+import {
+  ALL_METADATA_TOKENS,
+  checkNgramOptions,
+  metadataTokenFlags,
+  metadataTokensOf,
+  type MetadataTokens,
+  type NgramOptions,
+} from "./tokens.js";
 
 /** "SVIX" read as a little-endian u32. */
 const MAGIC = 0x58495653;
@@ -61,6 +70,8 @@ export type BloomLocation =
        * only for blooms that have them); none when absent.
        */
       readonly ngrams?: NgramOptions | undefined;
+      /** The metadata tokens it holds, when not both kinds. */
+      readonly metadataTokens?: MetadataTokens | undefined;
     }
   /** No bloom: every chunk of the series in this segment "may match". */
   | { readonly kind: "missing"; readonly reason: MissingReason };
@@ -198,14 +209,16 @@ export function encodeSegment(segment: IndexSegment): Uint8Array {
     if (s.bloom.kind === "block") {
       const { ngrams } = s.bloom;
       if (ngrams !== undefined) checkNgramOptions(ngrams);
-      out.u8(ngrams === undefined ? 1 : 2);
+      const flags = metadataTokenFlags(s.bloom.metadataTokens ?? ALL_METADATA_TOKENS);
+      out.u8(flags !== 0 ? 3 : ngrams === undefined ? 1 : 2);
       out.u32(blocks.get(s.bloom.key)!);
       out.offset(s.bloom.offset);
       out.u32(s.bloom.length);
-      if (ngrams !== undefined) {
-        out.u8(ngrams.length);
-        out.u8(ngrams.skip);
+      if (ngrams !== undefined || flags !== 0) {
+        out.u8(ngrams?.length ?? 0);
+        out.u8(ngrams?.skip ?? 0);
       }
+      if (flags !== 0) out.u8(flags);
     } else {
       out.u8(0);
       out.u8(REASON_CODES[s.bloom.reason]);
@@ -278,7 +291,7 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
     const labels = r.text("labels", MAX_LABELS_BYTES);
     const kind = r.u8("bloom kind");
     let bloom: BloomLocation;
-    if (kind === 1 || (kind === 2 && version >= 2)) {
+    if (kind === 1 || ((kind === 2 || kind === 3) && version >= 2)) {
       const block = r.u32("bloom block");
       const offset = r.offset("bloom offset");
       const length = r.u32("bloom length");
@@ -287,14 +300,26 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
         throw new IndexError("corrupt", `bloom block ${block} of ${blocks.length}`);
       used.add(block);
       bloom = { kind: "block", key, offset, length };
-      if (kind === 2) {
+      if (kind >= 2) {
         const ngrams = { length: r.u8("n-gram length"), skip: r.u8("n-gram skip") };
-        try {
-          checkNgramOptions(ngrams);
-        } catch {
-          throw new IndexError("corrupt", `n-gram length ${ngrams.length}, skip ${ngrams.skip}`);
+        if (kind === 2 || ngrams.length > 0) {
+          try {
+            checkNgramOptions(ngrams);
+          } catch {
+            throw new IndexError("corrupt", `n-gram length ${ngrams.length}, skip ${ngrams.skip}`);
+          }
+          bloom = { ...bloom, ngrams };
+        } else if (ngrams.skip !== 0) {
+          throw new IndexError("corrupt", `n-gram skip ${ngrams.skip} without a length`);
         }
-        bloom = { ...bloom, ngrams };
+      }
+      if (kind === 3) {
+        const flags = r.u8("metadata token flags");
+        const metadataTokens = metadataTokensOf(flags);
+        if (metadataTokens === undefined || flags === 0) {
+          throw new IndexError("corrupt", `metadata token flags ${flags}`);
+        }
+        bloom = { ...bloom, metadataTokens };
       }
     } else if (kind === 0) {
       const code = r.u8("missing reason");

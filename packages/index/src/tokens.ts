@@ -34,6 +34,30 @@ export interface NgramOptions {
   readonly skip: number;
 }
 
+/**
+ * Which structured-metadata tokens a bloom holds: `name` (keys) and `name=value` (values).
+ * Both by default; a bloom without one kind answers "may match" to the tests that need it.
+ */
+export interface MetadataTokens {
+  readonly keys: boolean;
+  readonly values: boolean;
+}
+
+/** Both kinds: every bloom written before the choice existed. */
+export const ALL_METADATA_TOKENS: MetadataTokens = { keys: true, values: true };
+
+/** The flags byte of bloom records and index segments: bit 0 no keys, bit 1 no values. */
+export function metadataTokenFlags(t: MetadataTokens): number {
+  return (t.keys ? 0 : 1) | (t.values ? 0 : 2);
+}
+
+/** The kinds a flags byte says; undefined when it has a bit nobody defined. */
+export function metadataTokensOf(flags: number): MetadataTokens | undefined {
+  if ((flags & ~3) !== 0) return undefined;
+  if (flags === 0) return ALL_METADATA_TOKENS;
+  return { keys: (flags & 1) === 0, values: (flags & 2) === 0 };
+}
+
 /** Bytes of a chunk prefix: two int64 and a uint32. */
 export const CHUNK_PREFIX_BYTES = 20;
 

@@ -312,6 +312,7 @@ export class BloomCache {
       throw new BloomReadError("corrupt_bloom", detail);
     }
     done("ok");
-    return { filter: result.filter, ngrams: result.ngrams };
+    const { filter, ngrams, metadataTokens } = result;
+    return { filter, ngrams, metadataTokens };
   }
 }

@@ -4,7 +4,13 @@
  * FilterSeries a querier would send for them, with the ground truth of every chunk.
  */
 import { encodeBloomBlock, SeriesBloomBuilder } from "@sieve/index";
-import type { BloomBlockInput, BloomLocation, NgramOptions, SegmentChunk } from "@sieve/index";
+import type {
+  BloomBlockInput,
+  BloomLocation,
+  NgramOptions,
+  SegmentChunk,
+  SeriesBloomOptions,
+} from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
 import type { FilterSeries } from "@sieve/proto";
 
@@ -56,6 +62,7 @@ export async function writeBlock(
   specs: readonly SeriesSpec[],
   baseNs = 1_714_521_600_000_000_000n,
   ngrams?: NgramOptions,
+  tokens: Pick<SeriesBloomOptions, "metadataTokens" | "prefixed"> = {},
 ): Promise<WrittenSeries[]> {
   const inputs: BloomBlockInput[] = [];
   const pending: Omit<WrittenSeries, "bloom">[] = [];
@@ -63,7 +70,7 @@ export async function writeBlock(
   specs.forEach((spec, si) => {
     const labels = labelsString(labelsFromObject(spec.labels));
     const fp = fingerprint(labels);
-    const builder = new SeriesBloomBuilder(ngrams === undefined ? {} : { ngrams });
+    const builder = new SeriesBloomBuilder({ ...tokens, ...(ngrams !== undefined && { ngrams }) });
     const lines = spec.chunks.map((entries, ci) =>
       entries.map((_, ei) => spec.lines?.[ci]?.[ei] ?? ""),
     );
@@ -80,7 +87,8 @@ export async function writeBlock(
     const bloom = spec.chunks.length === 0 ? undefined : builder.finish();
     const prefixed = new Map<bigint, boolean>();
     if (bloom?.status === "ok") {
-      inputs.push({ fingerprint: fp, filter: bloom.filter, chunks: bloom.chunks, ngrams });
+      const { filter, chunks, metadataTokens } = bloom;
+      inputs.push({ fingerprint: fp, filter, chunks, ngrams, metadataTokens });
       for (const c of bloom.chunks) prefixed.set(c.from, c.prefixed);
     } else if (bloom !== undefined) {
       missing.set(fp, { kind: "missing", reason: bloom.reason });
@@ -106,7 +114,14 @@ export async function writeBlock(
     const e = located.get(p.fingerprint);
     const bloom: BloomLocation =
       e !== undefined
-        ? { kind: "block", key, offset: e.offset, length: e.length, ngrams }
+        ? {
+            kind: "block",
+            key,
+            offset: e.offset,
+            length: e.length,
+            ngrams,
+            ...(tokens.metadataTokens !== undefined && { metadataTokens: tokens.metadataTokens }),
+          }
         : (missing.get(p.fingerprint) ?? { kind: "missing", reason: "disabled" });
     return { ...p, bloom };
   });

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { FsObjectStore } from "@sieve/storage";
-import type { BloomBlockStore, NgramOptions } from "@sieve/index";
+import type { BloomBlockStore, NgramOptions, SeriesBloomOptions } from "@sieve/index";
 import { compilePipeline, extractBloomTests, parseExpr, printExpr } from "@sieve/logql";
 import type { BloomTest } from "@sieve/logql";
 import { pino } from "pino";
@@ -55,8 +55,13 @@ function haystack(n: number, chunks: number, lines: number, app = "api"): Series
 
 let blockCount = 0;
 /** A new block of `specs`, with their lines' n-grams when `ngrams` is given. */
-async function block(specs: SeriesSpec[], ngrams?: NgramOptions): Promise<WrittenSeries[]> {
-  return writeBlock(store, `team-a/blooms/block-${++blockCount}`, specs, undefined, ngrams);
+async function block(
+  specs: SeriesSpec[],
+  ngrams?: NgramOptions,
+  tokens?: Pick<SeriesBloomOptions, "metadataTokens" | "prefixed">,
+): Promise<WrittenSeries[]> {
+  const key = `team-a/blooms/block-${++blockCount}`;
+  return writeBlock(store, key, specs, undefined, ngrams, tokens);
 }
 
 describe("BloomGateway.filterChunkRefs", () => {
@@ -671,17 +676,21 @@ describe("line filters on n-gram blooms", () => {
 });
 
 describe("no false negatives", () => {
-  test("every chunk holding an entry the query keeps is kept", async () => {
+  test("every chunk holding an entry the query keeps is kept, whichever tokens the blooms hold", async () => {
     const g = gateway({ cacheMaxBytes: 1 << 20 });
     let pruned = 0;
     await fc.assert(
       fc.asyncProperty(
         fc.array(seriesSpec, { minLength: 1, maxLength: 6 }),
         stages,
-        async (specs, st) => {
+        fc.record({
+          metadataTokens: fc.record({ keys: fc.boolean(), values: fc.boolean() }),
+          prefixed: fc.boolean(),
+        }),
+        async (specs, st, tokens) => {
           // Distinct streams: the pod label makes each series its own.
           const unique = specs.map((s, i) => ({ ...s, labels: { ...s.labels, pod: `p${i}` } }));
-          const series = await block(unique);
+          const series = await block(unique, undefined, tokens);
           const q = parseExpr(`{app="api"} ${st.join(" ")}`);
           if (q.kind !== "log") return;
           const pipeline = compilePipeline(q.pipeline);

@@ -1,7 +1,12 @@
 import type { AnyFilter } from "@sieve/bloom";
-import { CHUNK_PREFIX_BYTES, literalNgrams, writeChunkPrefix } from "@sieve/index";
+import {
+  ALL_METADATA_TOKENS,
+  CHUNK_PREFIX_BYTES,
+  literalNgrams,
+  writeChunkPrefix,
+} from "@sieve/index";
 import { isDeadlineReason, mapLimit, waitAtMost } from "@sieve/kit";
-import type { BloomBlockStore, BloomRecord, SegmentChunk } from "@sieve/index";
+import type { BloomBlockStore, BloomRecord, MetadataTokens, SegmentChunk } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
 import { evaluateMetadataTest, kvToken, withoutLineTests } from "@sieve/logql";
 import type { BloomTest, MetadataOracle } from "@sieve/logql";
@@ -98,16 +103,18 @@ class CompiledTest {
   /** The filter and settings the oracles below ask, set by each call. */
   private filter: AnyFilter | undefined;
   private lines: Map<string, TokenKey[][] | null> | undefined;
+  /** The metadata tokens the bloom holds: a kind it lacks answers "may match". */
+  private tokens: MetadataTokens = ALL_METADATA_TOKENS;
   private readonly plain: MetadataOracle = {
-    key: (name) => this.has(this.name(name)?.plain),
+    key: (name) => this.hasKey(this.name(name)?.plain),
     pair: (name, value) =>
-      this.has(this.name(name)?.plain) && this.has(this.pair(name, value)?.plain),
+      this.hasKey(this.name(name)?.plain) && this.hasValue(this.pair(name, value)?.plain),
     line: (literal) => this.line(literal, false),
   };
   private readonly prefixed: MetadataOracle = {
-    key: (name) => this.has(this.name(name)?.prefixed),
+    key: (name) => this.hasKey(this.name(name)?.prefixed),
     pair: (name, value) =>
-      this.has(this.name(name)?.prefixed) && this.has(this.pair(name, value)?.prefixed),
+      this.hasKey(this.name(name)?.prefixed) && this.hasValue(this.pair(name, value)?.prefixed),
     line: (literal) => this.line(literal, true),
   };
 
@@ -157,6 +164,7 @@ class CompiledTest {
 
   private use(bloom: BloomRecord): void {
     this.filter = bloom.filter;
+    this.tokens = bloom.metadataTokens;
     const { ngrams } = bloom;
     this.lines = undefined;
     if (ngrams === undefined || this.literals.length === 0) return;
@@ -186,6 +194,14 @@ class CompiledTest {
 
   private pair(name: string, value: string): TokenKey | undefined {
     return this.pairs.get(name)?.get(value);
+  }
+
+  private hasKey(key: Uint8Array | undefined): boolean {
+    return !this.tokens.keys || this.has(key);
+  }
+
+  private hasValue(key: Uint8Array | undefined): boolean {
+    return !this.tokens.values || this.has(key);
   }
 
   /** Every token the tree looks up was compiled; an unknown one cannot prune. */

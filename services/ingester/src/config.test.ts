@@ -42,6 +42,9 @@ describe("ingester config", () => {
       ngramSkip: 2,
       falsePositiveRate: 0.01,
       filterLayout: "exact",
+      keyTokens: true,
+      keyValueTokens: true,
+      prefixedTokens: true,
     });
     expect(tenantBlooms(c, "noisy")).toEqual({
       bloomsEnabled: false,
@@ -49,6 +52,9 @@ describe("ingester config", () => {
       ngramSkip: 2,
       falsePositiveRate: 0.001,
       filterLayout: "scalable",
+      keyTokens: true,
+      keyValueTokens: true,
+      prefixedTokens: true,
     });
     expect(tenantBlooms(c, "other")).toBe(c.blooms);
   });

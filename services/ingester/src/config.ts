@@ -32,6 +32,12 @@ export interface TenantBloomConfig {
    * `scalable`: the filter grown as lines arrive is written as is (Loki's; bigger).
    */
   readonly filterLayout: BloomLayout;
+  /** `name` tokens of structured metadata (a `| name=~".+"` test needs them). */
+  readonly keyTokens: boolean;
+  /** `name=value` tokens (a `| name="value"` test needs them). */
+  readonly keyValueTokens: boolean;
+  /** Chunk-prefixed tokens, so a series' chunks are tested one by one. */
+  readonly prefixedTokens: boolean;
 }
 
 /** The ingester's configuration. Sizes in bytes, durations in milliseconds. */
@@ -121,6 +127,9 @@ export const DEFAULT_CONFIG: IngesterConfig = {
     ngramSkip: 0,
     falsePositiveRate: 0.01,
     filterLayout: "exact",
+    keyTokens: true,
+    keyValueTokens: true,
+    prefixedTokens: true,
   },
   overrides: {},
 };
@@ -212,6 +221,12 @@ const SCHEMA = defineSchema({
         "false-positive rate of each series' bloom (Loki's 0.01); lower keeps fewer chunks without the needle, for more bloom bytes",
       filterLayout:
         "`exact`: each bloom rebuilt at flush as one filter sized for its tokens; `scalable`: the filter grown as lines arrive, written as is (Loki's layout: bigger blooms, for experiments)",
+      keyTokens:
+        'structured-metadata `name` tokens go into the bloom (off: a `| name=~".+"` test cannot prune; recorded with each bloom)',
+      keyValueTokens:
+        '`name=value` tokens go into the bloom (off: `| name="value"` cannot prune, as in Loki 3.0\'s n-gram-only blooms; recorded with each bloom)',
+      prefixedTokens:
+        "chunk-prefixed tokens go into a bloom covering two chunks or more, so each chunk is tested on its own (off: a chunk passes when its series does)",
     },
   },
 });

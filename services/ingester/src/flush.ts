@@ -375,19 +375,27 @@ export async function writeFlush(
     const inputs: BloomBlockInput[] = [];
     for (const s of streams) {
       if (s.bloom?.status === "ok") {
-        const { filter, chunks, ngrams } = s.bloom;
-        inputs.push({ fingerprint: s.fingerprint, filter, chunks, ngrams });
+        const { filter, chunks, ngrams, metadataTokens } = s.bloom;
+        inputs.push({ fingerprint: s.fingerprint, filter, chunks, ngrams, metadataTokens });
       }
     }
     const locations = new Map<bigint, BloomLocation>();
     if (inputs.length > 0) {
       const key = bloomBlockKey(tenant, job.createdMs, job.id);
       const block = encodeBloomBlock(inputs);
-      const ngramsOf = new Map(inputs.map((i) => [i.fingerprint, i.ngrams]));
+      const inputOf = new Map(inputs.map((i) => [i.fingerprint, i]));
       for (const e of block.entries) {
-        const ngrams = ngramsOf.get(e.fingerprint);
-        const at = { kind: "block", key, offset: e.offset, length: e.length } as const;
-        locations.set(e.fingerprint, ngrams === undefined ? at : { ...at, ngrams });
+        // The segment repeats what a querier plans with: the record's n-grams and tokens.
+        const { ngrams, metadataTokens } = inputOf.get(e.fingerprint)!;
+        const all = metadataTokens === undefined || (metadataTokens.keys && metadataTokens.values);
+        locations.set(e.fingerprint, {
+          kind: "block",
+          key,
+          offset: e.offset,
+          length: e.length,
+          ...(ngrams !== undefined && { ngrams }),
+          ...(!all && { metadataTokens }),
+        });
       }
       bloomWrites.push({ key, bytes: block.bytes });
       blooms.push(key);

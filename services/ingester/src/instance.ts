@@ -49,6 +49,8 @@ export class Instance {
           maxBloomBytes: this.ctx.config.maxBloomBytes,
           filter: { fp: b.falsePositiveRate },
           layout: b.filterLayout,
+          metadataTokens: { keys: b.keyTokens, values: b.keyValueTokens },
+          prefixed: b.prefixedTokens,
           ...(b.ngramLength > 0 && { ngrams: { length: b.ngramLength, skip: b.ngramSkip } }),
         })
       : undefined;

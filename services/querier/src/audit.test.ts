@@ -20,6 +20,18 @@ describe("testedPart: what a bloom evaluated of the query's test", () => {
   ])("%s (n-grams: %s) → %s", (query, ngrams, tested) => {
     expect(testedPart(tests(query), ngrams ? GRAMS : undefined)).toEqual(tests(tested));
   });
+
+  test.each<[string, boolean, boolean, string]>([
+    // query, the bloom holds name tokens, name=value tokens, the part it tested
+    ['{a="b"} | t="x"', true, false, '{a="b"} | t=~".+"'],
+    ['{a="b"} | t="x"', false, true, '{a="b"} | t="x"'],
+    ['{a="b"} | t="x"', false, false, '{a="b"}'],
+    ['{a="b"} | t=~".+"', false, true, '{a="b"}'],
+    ['{a="b"} | t="x" or u=~".+"', true, false, '{a="b"} | t=~".+" or u=~".+"'],
+    ['{a="b"} | t="x" or u=~".+"', false, true, '{a="b"}'],
+  ])("%s (names: %s, pairs: %s) → %s", (query, keys, values, tested) => {
+    expect(testedPart(tests(query), undefined, { keys, values })).toEqual(tests(tested));
+  });
 });
 
 describe("ChunkAudit", () => {

@@ -10,33 +10,48 @@
  * entries there are not read) or that a log query stops reading at its limit is left out.
  */
 import type { Entry } from "@sieve/chunk";
-import { literalNgrams, type NgramOptions } from "@sieve/index";
+import {
+  ALL_METADATA_TOKENS,
+  literalNgrams,
+  type MetadataTokens,
+  type NgramOptions,
+} from "@sieve/index";
 import { evaluateMetadataTest, type BloomTest, type MetadataOracle } from "@sieve/logql";
 
 const ALL: BloomTest = { kind: "all" };
 
 /**
- * The part of `test` a bloom with `ngrams` evaluated: a line leaf stays only when that bloom
- * has n-grams and the literal is long enough for them (otherwise the gateway answered "may
- * match" for it, and a chunk without the literal is no false positive of the bloom).
- * `all` when nothing is left.
+ * The part of `test` a bloom with `ngrams` and `tokens` evaluated: a line leaf stays only
+ * when that bloom has n-grams and the literal is long enough for them; a `name` leaf only
+ * when it holds `name` tokens; a pair leaf is its `name=value` token when it holds those,
+ * else its `name` token when it holds that (otherwise the gateway answered "may match" for
+ * the leaf, and a chunk without it is no false positive of the bloom). `all` when nothing
+ * is left.
  */
-export function testedPart(test: BloomTest, ngrams: NgramOptions | undefined): BloomTest {
+export function testedPart(
+  test: BloomTest,
+  ngrams: NgramOptions | undefined,
+  tokens: MetadataTokens = ALL_METADATA_TOKENS,
+): BloomTest {
   switch (test.kind) {
     case "line":
       return ngrams !== undefined && literalNgrams(test.literal, ngrams) !== undefined ? test : ALL;
     case "and": {
-      const children = test.children.map((c) => testedPart(c, ngrams)).filter((c) => c !== ALL);
+      const children = test.children
+        .map((c) => testedPart(c, ngrams, tokens))
+        .filter((c) => c !== ALL);
       if (children.length === 0) return ALL;
       return children.length === 1 ? children[0]! : { kind: "and", children };
     }
     case "or": {
-      const children = test.children.map((c) => testedPart(c, ngrams));
+      const children = test.children.map((c) => testedPart(c, ngrams, tokens));
       return children.includes(ALL) ? ALL : { kind: "or", children };
     }
-    case "all":
     case "key":
+      return tokens.keys ? test : ALL;
     case "kv":
+      return tokens.values ? test : tokens.keys ? { kind: "key", name: test.name } : ALL;
+    case "all":
       return test;
   }
 }

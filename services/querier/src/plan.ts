@@ -367,10 +367,14 @@ export async function plan(
   const audits = new Map<string, BloomTest>();
   const auditOf = (c: IndexedChunk): BloomTest | undefined => {
     if (c.ref.from < from || c.ref.through > through || c.bloom.kind !== "block") return undefined;
-    const { ngrams } = c.bloom;
-    const key = ngrams === undefined ? "" : `${ngrams.length}/${ngrams.skip}`;
+    const { ngrams, metadataTokens } = c.bloom;
+    const flags =
+      metadataTokens === undefined
+        ? ""
+        : `${metadataTokens.keys ? "k" : ""}${metadataTokens.values ? "v" : ""}`;
+    const key = `${ngrams === undefined ? "" : `${ngrams.length}/${ngrams.skip}`}:${flags}`;
     let t = audits.get(key);
-    if (t === undefined) audits.set(key, (t = testedPart(test, ngrams)));
+    if (t === undefined) audits.set(key, (t = testedPart(test, ngrams, metadataTokens)));
     return t.kind === "all" ? undefined : t;
   };
   const out: PlannedChunk[] = [];
