@@ -41,6 +41,7 @@ const SETTINGS: ConfigurationSettings = {
   layout: "exact",
   ngramLength: 0,
   ngramSkip: 0,
+  tokens: ["key", "key=value", "prefixed"],
   chunkTargetBytes: 1_572_864,
   chunkBlockBytes: 262_144,
 };

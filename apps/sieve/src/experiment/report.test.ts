@@ -23,6 +23,7 @@ const BASE_SETTINGS: ConfigurationSettings = {
   layout: "exact",
   ngramLength: 0,
   ngramSkip: 0,
+  tokens: ["key", "key=value", "prefixed"],
   chunkTargetBytes: 1_572_864,
   chunkBlockBytes: 262_144,
 };

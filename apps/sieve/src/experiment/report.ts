@@ -212,6 +212,7 @@ function configurationsTable(rows: readonly ResultRow[]): string {
       ["Configured FPR", true],
       ["Layout", false],
       ["Line n-grams", false],
+      ["Tokens", false],
       ["Chunk target", true],
       ["Block", true],
       ["Chunk bytes", true],
@@ -229,6 +230,7 @@ function configurationsTable(rows: readonly ResultRow[]): string {
           s.blooms ? percent(s.falsePositiveRate) : "—",
           s.blooms ? s.layout : "—",
           s.ngramLength === 0 ? "off" : `length ${s.ngramLength}, skip ${s.ngramSkip}`,
+          s.blooms ? s.tokens.join(", ") || "none" : "—",
           bytes(s.chunkTargetBytes),
           bytes(s.chunkBlockBytes),
           bytes(r.chunkBytes),
@@ -401,6 +403,7 @@ function seriesOf(rows: readonly ResultRow[]): (r: ResultRow) => string {
   const varies = (f: (r: ResultRow) => unknown) => new Set(rows.map(f)).size > 1;
   const dataset = varies((r) => r.dataset);
   const ngram = varies((r) => `${r.settings.ngramLength}/${r.settings.ngramSkip}`);
+  const tokens = varies((r) => r.settings.tokens.join(","));
   const target = varies((r) => r.settings.chunkTargetBytes);
   const block = varies((r) => r.settings.chunkBlockBytes);
   return (r) => {
@@ -409,6 +412,7 @@ function seriesOf(rows: readonly ResultRow[]): (r: ResultRow) => string {
     if (dataset) parts.unshift(r.dataset);
     if (ngram)
       parts.push(s.ngramLength === 0 ? "no n-grams" : `n-gram ${s.ngramLength}/${s.ngramSkip}`);
+    if (tokens) parts.push(`tokens ${s.tokens.join(", ") || "none"}`);
     if (target) parts.push(`chunk ${bytes(s.chunkTargetBytes)}`);
     if (block) parts.push(`block ${bytes(s.chunkBlockBytes)}`);
     return parts.join(" · ");

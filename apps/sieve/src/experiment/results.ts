@@ -27,6 +27,8 @@ export interface ConfigurationSettings {
   /** 0 when line n-grams are off. */
   readonly ngramLength: number;
   readonly ngramSkip: number;
+  /** The token kinds the blooms hold: `key`, `key=value`, `prefixed` (all by default). */
+  readonly tokens: readonly string[];
   readonly chunkTargetBytes: number;
   readonly chunkBlockBytes: number;
 }

@@ -15,8 +15,8 @@ import { loadSieveConfig } from "../config.js";
 import { start, type Running } from "../targets.js";
 import type { Dataset } from "./datasets.js";
 import type { ConfigurationSettings, Latency, ResultRow } from "./results.js";
-import type { ExperimentSpec, MatrixSpec, ShapeSpec } from "./spec.js";
-import { SpecError } from "./spec.js";
+import { SpecError, TOKEN_KINDS } from "./spec.js";
+import type { ExperimentSpec, MatrixSpec, ShapeSpec, TokenKind } from "./spec.js";
 
 /** One configuration to run: the baseline has blooms off. */
 export interface Configuration {
@@ -24,46 +24,68 @@ export interface Configuration {
   readonly settings: ConfigurationSettings;
 }
 
-/** The baseline, then the matrix's product in spec order. */
-export function configurations(m: MatrixSpec): Configuration[] {
-  const out: Configuration[] = [
-    {
-      name: "blooms-off",
-      settings: {
-        blooms: false,
-        falsePositiveRate: m.falsePositiveRate[0]!,
-        layout: m.filterLayout[0]!,
-        ngramLength: 0,
-        ngramSkip: 0,
-        chunkTargetBytes: m.chunkTargetBytes[0]!,
-        chunkBlockBytes: m.chunkBlockBytes[0]!,
-      },
+/** Short names of token kinds, for configuration names. */
+const TOKEN_ABBREVIATIONS: Record<TokenKind, string> = {
+  key: "k",
+  "key=value": "kv",
+  prefixed: "p",
+};
+
+/**
+ * The baseline (blooms off, the first matrix's first chunk sizes), then every matrix's
+ * product in spec order, each configuration once. A name shows the rate and layout, and
+ * the n-grams, tokens and chunk sizes where they are not the defaults.
+ */
+export function configurations(matrices: readonly MatrixSpec[]): Configuration[] {
+  const first = matrices[0]!;
+  const target0 = first.chunkTargetBytes[0]!;
+  const block0 = first.chunkBlockBytes[0]!;
+  const out = new Map<string, Configuration>();
+  out.set("blooms-off", {
+    name: "blooms-off",
+    settings: {
+      blooms: false,
+      falsePositiveRate: first.falsePositiveRate[0]!,
+      layout: first.filterLayout[0]!,
+      ngramLength: 0,
+      ngramSkip: 0,
+      tokens: [],
+      chunkTargetBytes: target0,
+      chunkBlockBytes: block0,
     },
-  ];
-  for (const fp of m.falsePositiveRate)
-    for (const layout of m.filterLayout)
-      for (const ngrams of m.ngrams)
-        for (const target of m.chunkTargetBytes)
-          for (const block of m.chunkBlockBytes) {
-            const n = ngrams === "off" ? { length: 0, skip: 0 } : ngrams;
-            const parts = [`fp${fp}`, layout];
-            if (n.length > 0) parts.push(`ngram${n.length}s${n.skip}`);
-            if (m.chunkTargetBytes.length > 1) parts.push(`chunk${target}`);
-            if (m.chunkBlockBytes.length > 1) parts.push(`block${block}`);
-            out.push({
-              name: parts.join("-"),
-              settings: {
-                blooms: true,
-                falsePositiveRate: fp,
-                layout,
-                ngramLength: n.length,
-                ngramSkip: n.skip,
-                chunkTargetBytes: target,
-                chunkBlockBytes: block,
-              },
-            });
-          }
-  return out;
+  });
+  for (const m of matrices)
+    for (const fp of m.falsePositiveRate)
+      for (const layout of m.filterLayout)
+        for (const ngrams of m.ngrams)
+          for (const tokens of m.tokens)
+            for (const target of m.chunkTargetBytes)
+              for (const block of m.chunkBlockBytes) {
+                const n = ngrams === "off" ? { length: 0, skip: 0 } : ngrams;
+                const parts = [`fp${fp}`, layout];
+                if (n.length > 0) parts.push(`ngram${n.length}s${n.skip}`);
+                if (tokens.length < TOKEN_KINDS.length) {
+                  const kinds = tokens.map((k) => TOKEN_ABBREVIATIONS[k]).join("+");
+                  parts.push(`tokens-${kinds === "" ? "none" : kinds}`);
+                }
+                if (target !== target0) parts.push(`chunk${target}`);
+                if (block !== block0) parts.push(`block${block}`);
+                const name = parts.join("-");
+                out.set(name, {
+                  name,
+                  settings: {
+                    blooms: true,
+                    falsePositiveRate: fp,
+                    layout,
+                    ngramLength: n.length,
+                    ngramSkip: n.skip,
+                    tokens,
+                    chunkTargetBytes: target,
+                    chunkBlockBytes: block,
+                  },
+                });
+              }
+  return [...out.values()];
 }
 
 /** One concrete query of a shape. */
@@ -293,6 +315,9 @@ export function configurationYaml(c: ConfigurationSettings, dataDir: string): st
         bloomsEnabled: c.blooms,
         falsePositiveRate: c.falsePositiveRate,
         filterLayout: c.layout,
+        keyTokens: c.tokens.includes("key"),
+        keyValueTokens: c.tokens.includes("key=value"),
+        prefixedTokens: c.tokens.includes("prefixed"),
         ngramLength: c.ngramLength,
         ngramSkip: c.ngramSkip,
       },

@@ -50,13 +50,16 @@ describe("parseSpec", () => {
       linesPerValue: 1,
       inLine: false,
     });
-    expect(spec.configurations).toEqual({
-      falsePositiveRate: [0.001, 0.01],
-      filterLayout: ["exact", "scalable"],
-      ngrams: ["off", { length: 4, skip: 0 }],
-      chunkTargetBytes: [1_572_864],
-      chunkBlockBytes: [262_144],
-    });
+    expect(spec.configurations).toEqual([
+      {
+        falsePositiveRate: [0.001, 0.01],
+        filterLayout: ["exact", "scalable"],
+        ngrams: ["off", { length: 4, skip: 0 }],
+        tokens: [["key", "key=value", "prefixed"]],
+        chunkTargetBytes: [1_572_864],
+        chunkBlockBytes: [262_144],
+      },
+    ]);
     expect(spec.queries).toMatchObject({ repetitions: 5, limit: 1000, cold: true, warm: true });
     expect(spec.queries.shapes[1]).toEqual({
       name: "line",
@@ -87,7 +90,7 @@ queries: { shapes: [{ name: q, fields: [trace_id] }] }
         fields: ["trace_id"],
       },
     });
-    expect(spec.configurations.falsePositiveRate).toEqual([0.02]);
+    expect(spec.configurations[0]!.falsePositiveRate).toEqual([0.02]);
   });
 
   // [what, spec text, the path the error must name, part of its message]
@@ -170,8 +173,29 @@ queries: { shapes: [{ name: q, fields: [trace_id] }] }
     ],
     [
       "unknown configuration key",
+      variant("  ngrams:", "  token: [[key]]\n  ngrams:"),
+      "configurations.token",
+      "unknown key",
+    ],
+    [
+      "a token set that is not a list",
       variant("  ngrams:", "  tokens: [key]\n  ngrams:"),
-      "configurations.tokens",
+      "configurations.tokens[0]",
+      "must be a list of token kinds",
+    ],
+    [
+      "an unknown token kind",
+      variant("  ngrams:", "  tokens: [[key, value]]\n  ngrams:"),
+      "configurations.tokens[0][1]",
+      "must be one of key, key=value, prefixed",
+    ],
+    [
+      "a bad matrix in a list",
+      VALID.replace(
+        /configurations:[\s\S]*?queries:/,
+        "configurations:\n  - { falsePositiveRate: [0.01] }\n  - { layout: exact }\nqueries:",
+      ),
+      "configurations[1].layout",
       "unknown key",
     ],
     [
@@ -233,6 +257,21 @@ configurations: {}
 queries: { shapes: [{ name: q, fields: [f] }] }
 `),
     ).toThrow("datasets[0].replay.labels: is required for format lines");
+  });
+
+  it("reads a list of matrices and token sets in any order, named by the kinds", () => {
+    const spec = parseSpec(`
+name: three-vs-three
+datasets: [{ name: d, generated: { streams: 1, lines: 10, fields: [{ name: t, inLine: true }] } }]
+configurations:
+  - { ngrams: [off] }
+  - { ngrams: [{ length: 4, skip: 1 }], tokens: [[prefixed], [prefixed, key=value, key]] }
+queries: { shapes: [{ name: q, fields: [t] }] }
+`);
+    expect(spec.configurations.map((m) => m.tokens)).toEqual([
+      [["key", "key=value", "prefixed"]],
+      [["prefixed"], ["key", "key=value", "prefixed"]],
+    ]);
   });
 });
 

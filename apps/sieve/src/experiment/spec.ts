@@ -56,11 +56,17 @@ export type DatasetSpec =
 /** Line n-grams of a configuration: off, or length and skip. */
 export type NgramSetting = { readonly length: number; readonly skip: number } | "off";
 
-/** The matrix of bloom configurations; the blooms-off baseline always runs first. */
+/** Tokens a bloom may hold: structured-metadata names, name=value pairs, chunk-prefixed forms. */
+export const TOKEN_KINDS = ["key", "key=value", "prefixed"] as const;
+export type TokenKind = (typeof TOKEN_KINDS)[number];
+
+/** A matrix of bloom configurations: every combination of its axes runs. */
 export interface MatrixSpec {
   readonly falsePositiveRate: readonly number[];
   readonly filterLayout: readonly ("exact" | "scalable")[];
   readonly ngrams: readonly NgramSetting[];
+  /** Each item one set of token kinds the blooms hold. */
+  readonly tokens: readonly (readonly TokenKind[])[];
   readonly chunkTargetBytes: readonly number[];
   readonly chunkBlockBytes: readonly number[];
 }
@@ -92,7 +98,8 @@ export interface QueriesSpec {
 export interface ExperimentSpec {
   readonly name: string;
   readonly datasets: readonly DatasetSpec[];
-  readonly configurations: MatrixSpec;
+  /** One matrix, or several whose configurations run one after another (the baseline first). */
+  readonly configurations: readonly MatrixSpec[];
   readonly queries: QueriesSpec;
 }
 
@@ -234,15 +241,7 @@ export function parseSpec(text: string): ExperimentSpec {
   const spec: ExperimentSpec = {
     name: root.string("name", undefined, NAME),
     datasets,
-    configurations: matrix(
-      root.mapping("configurations", [
-        "falsePositiveRate",
-        "filterLayout",
-        "ngrams",
-        "chunkTargetBytes",
-        "chunkBlockBytes",
-      ]),
-    ),
+    configurations: matrices(root),
     queries,
   };
   checkFields(spec);
@@ -321,6 +320,26 @@ function field(path: string, v: unknown): FieldSpec {
   };
 }
 
+const MATRIX_KEYS = [
+  "falsePositiveRate",
+  "filterLayout",
+  "ngrams",
+  "tokens",
+  "chunkTargetBytes",
+  "chunkBlockBytes",
+];
+
+/** `configurations`: one matrix (a mapping) or a list of them. */
+function matrices(root: Reader): MatrixSpec[] {
+  const raw = root.raw("configurations") ?? {};
+  if (!Array.isArray(raw)) return [matrix(root.mapping("configurations", MATRIX_KEYS))];
+  if (raw.length === 0) throw new SpecError("configurations", "must not be empty");
+  return raw.map((m, i) => {
+    const path = `configurations[${i}]`;
+    return matrix(new Reader(path, asMapping(path, m), MATRIX_KEYS));
+  });
+}
+
 function matrix(r: Reader): MatrixSpec {
   const axis = <T>(
     key: string,
@@ -339,6 +358,7 @@ function matrix(r: Reader): MatrixSpec {
       return v;
     }),
     ngrams: axis("ngrams", ["off"], ngram),
+    tokens: axis("tokens", [[...TOKEN_KINDS]], tokenSet),
     chunkTargetBytes: axis("chunkTargetBytes", [1_572_864], (p, v) =>
       checkNumber(p, v, 1024, 256 * 1024 * 1024),
     ),
@@ -346,6 +366,19 @@ function matrix(r: Reader): MatrixSpec {
       checkNumber(p, v, 1024, 4 * 1024 * 1024),
     ),
   };
+}
+
+function tokenSet(path: string, v: unknown): TokenKind[] {
+  if (!Array.isArray(v)) {
+    throw new SpecError(path, `must be a list of token kinds (${TOKEN_KINDS.join(", ")})`);
+  }
+  const kinds = (v as unknown[]).map((k, i) => {
+    if (typeof k !== "string" || !(TOKEN_KINDS as readonly string[]).includes(k)) {
+      throw new SpecError(`${path}[${i}]`, `must be one of ${TOKEN_KINDS.join(", ")}`);
+    }
+    return k as TokenKind;
+  });
+  return TOKEN_KINDS.filter((k) => kinds.includes(k));
 }
 
 function ngram(path: string, v: unknown): NgramSetting {
