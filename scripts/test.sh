@@ -34,4 +34,7 @@ if ! sh scripts/kafka.sh status; then
 fi
 KAFKA_BROKERS="127.0.0.1:${KAFKA_PORT:-9092}"
 export KAFKA_BROKERS
+# Chromium for the experiment report's browser test: Debian's package, installed here
+# (outside any test's timeout) when missing; a machine that cannot install it fails.
+sh scripts/chromium.sh install
 pnpm run vitest
