@@ -25,6 +25,7 @@ import { createIngester, DEFAULT_CONFIG as INGESTER_DEFAULTS } from "@sieve/inge
 import { fingerprint, fingerprintKey, labelsString, parseLabels, partitionOf } from "@sieve/labels";
 import { encodeQueueRecord, type QueueEntry } from "@sieve/proto";
 import { openWal, type OutgoingRecord } from "@sieve/queue";
+import { mulberry32 } from "@sieve/kit";
 import { FsObjectStore } from "@sieve/storage";
 import { pino } from "pino";
 import { Registry } from "prom-client";
@@ -86,18 +87,6 @@ export const TENANT = "bench";
 /** First timestamp: a fixed instant, so the dataset is the same on every machine. */
 const T0_NS = BigInt(Date.UTC(2026, 0, 15, 6, 0, 0)) * 1_000_000n;
 
-/** Deterministic generator (splitmix64 on 32-bit halves is enough here: mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const hex8 = (n: number): string => (n >>> 0).toString(16).padStart(8, "0");
 
 /** A trace id (32 hex characters) from a generator: four 32-bit draws. */
@@ -108,7 +97,7 @@ function traceId(rand: () => number): string {
 
 /** An id of the same shape that the generator never made (another seed's stream of draws). */
 export function absentTraceIds(count: number, seed: number): string[] {
-  const rand = rng(seed ^ 0x5bd1e995);
+  const rand = mulberry32(seed ^ 0x5bd1e995);
   return Array.from({ length: count }, () => `ffff${traceId(rand).slice(4)}`);
 }
 
@@ -219,13 +208,13 @@ export async function generateDataset(
       traceLeft: 0,
       trace: "",
       traceLines: [] as { ts: string; line: string }[],
-      rand: rng(params.seed * 1_000_003 + s),
+      rand: mulberry32(params.seed * 1_000_003 + s),
     };
   });
   const perStream = Math.ceil(params.rawBytes / 200 / params.streams);
   const spanNs = BigInt(params.spanHours * 3_600_000) * 1_000_000n;
   const stepNs = spanNs / BigInt(perStream);
-  const sampleRand = rng(params.seed ^ 0x9e3779b9);
+  const sampleRand = mulberry32(params.seed ^ 0x9e3779b9);
   const sample: SampledTrace[] = [];
   let traces = 0;
   let lines = 0;

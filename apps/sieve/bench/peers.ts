@@ -30,7 +30,7 @@ import { parseArgs } from "node:util";
 import { compress } from "snappyjs";
 import { encodePushRequest, type PushRequest } from "@sieve/proto";
 // mulberry32: the same ids for the same body on every run.
-import { rng } from "./dataset.js";
+import { mulberry32 } from "@sieve/kit";
 
 const { values } = parseArgs({
   options: {
@@ -107,7 +107,7 @@ function generate(): Dataset {
   const present: Needle[] = [];
   let rawBytes = 0;
   for (let b = 0; b < bodyCount; b++) {
-    const next = rng(b + 1);
+    const next = mulberry32(b + 1);
     const byStream = new Map<number, PushRequest["streams"][number]["entries"]>();
     let trace = "";
     for (let i = 0; i < LINES_PER_BODY; i++) {
@@ -142,7 +142,7 @@ function generate(): Dataset {
     }));
     bodies.push(compress(encodePushRequest({ streams })));
   }
-  const absentNext = rng(0x5eed);
+  const absentNext = mulberry32(0x5eed);
   const absent = Array.from({ length: QUERIES }, () => `ffff${hex16(absentNext).slice(4)}`);
   return {
     bodies,

@@ -13,6 +13,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { parseArgs } from "node:util";
+import { mulberry32 } from "@sieve/kit";
 import * as native from "snappy";
 import * as snappyjs from "snappyjs";
 import { ChunkBuilder, ChunkReader, decodeChunk } from "../src/index.js";
@@ -28,20 +29,8 @@ const N = Number(values.lines);
 const RUNS = Number(values.runs);
 const FLUSH_BYTES = 1.5 * 1024 * 1024;
 
-/** A deterministic PRNG (mulberry32), so every run and machine sees the same lines. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function makeEntries(n: number): { entries: Entry[]; rawBytes: number } {
-  const rand = rng(42);
+  const rand = mulberry32(42);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
   const hex = (len: number): string => {
     let s = "";

@@ -21,3 +21,4 @@ export {
   snappyImplementation,
   snappyUncompress,
 } from "./snappy.js";
+export { mulberry32 } from "./random.js";

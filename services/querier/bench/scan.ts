@@ -12,6 +12,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { parseArgs } from "node:util";
+import { mulberry32 } from "@sieve/kit";
 import type { Entry } from "@sieve/chunk";
 import { DEFAULT_CONFIG } from "../src/config.js";
 import { createQuerier } from "../src/index.js";
@@ -32,23 +33,11 @@ const PER_CHUNK = 5000;
 const S = 1_000_000_000n;
 const T0 = 1_700_000_000n * S;
 
-/** A deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function makeStreams(): {
   streams: { labels: Record<string, string>; entries: Entry[] }[];
   raw: number;
 } {
-  const rand = rng(7);
+  const rand = mulberry32(7);
   const hex = (n: number) => {
     let s = "";
     for (let i = 0; i < n; i++) s += Math.floor(rand() * 16).toString(16);

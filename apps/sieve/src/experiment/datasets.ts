@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { createInterface } from "node:readline";
+import { mulberry32 } from "@sieve/kit";
 import { labelsFromObject, labelsString, parseLabels } from "@sieve/labels";
 import type { DatasetSummary } from "./results.js";
 import { SpecError, type DatasetSpec, type GeneratedSpec, type ReplaySpec } from "./spec.js";
@@ -122,18 +123,6 @@ function hexValue(key: string, length: number): string {
     out += createHash("sha256").update(`${i}:${key}`).digest("hex");
   }
   return out.slice(0, length);
-}
-
-/** A small, seedable PRNG (Mulberry32): the same seed gives the same dataset anywhere. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const WORDS = (

@@ -469,18 +469,27 @@ function prunedShareSpec(rows: readonly ResultRow[]): TopLevelSpec | undefined {
           scale: { domain: [0, 1] },
           axis: { format: "~%" },
         },
-        color: {
-          field: "series",
-          type: "nominal",
-          title: "Layout",
-          scale: colorScale(values.map((v) => v.series)),
-        },
-        // Dashes too, so a line drawn over an equal one still shows.
-        strokeDash: { field: "series", type: "nominal", title: "Layout" },
-        order: { field: "fpr", type: "quantitative" },
+        ...layoutLines(values.map((v) => v.series)),
       },
     },
   };
+}
+
+/**
+ * One line per layout series over the configured rate: a colour each, and dashes too, so
+ * a line drawn over an equal one still shows.
+ */
+function layoutLines(series: readonly string[]) {
+  return {
+    color: {
+      field: "series",
+      type: "nominal",
+      title: "Layout",
+      scale: colorScale(series),
+    },
+    strokeDash: { field: "series", type: "nominal", title: "Layout" },
+    order: { field: "fpr", type: "quantitative" },
+  } as const;
 }
 
 function bloomRatioSpec(rows: readonly ResultRow[]): TopLevelSpec | undefined {
@@ -511,14 +520,7 @@ function bloomRatioSpec(rows: readonly ResultRow[]): TopLevelSpec | undefined {
         scale: flat ? { domain: [0, 0.01] } : { zero: true },
         axis: { format: ".2~%" },
       },
-      color: {
-        field: "series",
-        type: "nominal",
-        title: "Layout",
-        scale: colorScale(values.map((v) => v.series)),
-      },
-      strokeDash: { field: "series", type: "nominal", title: "Layout" },
-      order: { field: "fpr", type: "quantitative" },
+      ...layoutLines(values.map((v) => v.series)),
     },
   };
 }
