@@ -224,6 +224,7 @@ const CSV_COLUMNS: [string, (r: ResultRow) => string | number | boolean | null][
   ["layout", (r) => r.settings.layout],
   ["ngramLength", (r) => r.settings.ngramLength],
   ["ngramSkip", (r) => r.settings.ngramSkip],
+  ["tokens", (r) => r.settings.tokens.join(" ")],
   ["chunkTargetBytes", (r) => r.settings.chunkTargetBytes],
   ["chunkBlockBytes", (r) => r.settings.chunkBlockBytes],
   ["query", (r) => r.query],
