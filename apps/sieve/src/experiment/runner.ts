@@ -174,7 +174,7 @@ interface SieveStats {
   readonly chunksPrunedByBlooms: number;
   readonly chunksFetched: number;
   readonly bytesFetched: number;
-  readonly falsePositiveChunks?: number;
+  readonly falsePositiveChunks: number;
 }
 
 /** Thrown when a configuration's answers differ from the baseline's: blooms lost lines. */
@@ -193,6 +193,7 @@ export class WrongAnswerError extends Error {
 function batchBytes(rawBytes: number): number {
   return Math.min(1024 * 1024, Math.max(16 * 1024, Math.ceil(rawBytes / 64)));
 }
+
 const PUSH_CONNECTIONS = 4;
 
 /**
@@ -249,7 +250,7 @@ function rows(
     const sum = (f: (s: SieveStats) => number) => qs.reduce((n, q) => n + f(q.stats), 0);
     const pruned = sum((s) => s.chunksPrunedByBlooms);
     const inRange = sum((s) => s.chunksInRange);
-    const fp = sum((s) => s.falsePositiveChunks ?? 0);
+    const fp = sum((s) => s.falsePositiveChunks);
     const blooms = configuration.settings.blooms;
     return {
       dataset: dataset.summary.name,
