@@ -63,7 +63,9 @@ function files(dir: string): string[] {
     .map((e) => join(e.parentPath, e.name));
 }
 
-describe("sieve experiment run", () => {
+// Three configurations, each with 6 cold queries in a freshly started sieve all (about 1 s
+// each): 25-45 s here with the suite running beside it.
+describe("sieve experiment run", { timeout: 180_000 }, () => {
   it("runs every configuration on the real path and reports figures that add up", async () => {
     const dir = mkdtempSync(join(tmpdir(), "experiment-"));
     writeFileSync(join(dir, "tiny.yaml"), SPEC);
