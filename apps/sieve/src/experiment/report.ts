@@ -456,12 +456,9 @@ function prunedShareSpec(rows: readonly ResultRow[]): TopLevelSpec | undefined {
     spec: {
       width: 300,
       height: 200,
-      mark: { type: "line", point: { size: 45 }, strokeWidth: 2 },
+      mark: LINE_MARK,
       encoding: {
-        x: fprAxis(
-          values.map((v) => v.fpr),
-          "Configured false-positive rate",
-        ),
+        ...rateLines(values),
         y: {
           field: "pruned",
           type: "quantitative",
@@ -469,23 +466,28 @@ function prunedShareSpec(rows: readonly ResultRow[]): TopLevelSpec | undefined {
           scale: { domain: [0, 1] },
           axis: { format: "~%" },
         },
-        ...layoutLines(values.map((v) => v.series)),
       },
     },
   };
 }
 
+const LINE_MARK = { type: "line", point: { size: 45 }, strokeWidth: 2 } as const;
+
 /**
- * One line per layout series over the configured rate: a colour each, and dashes too, so
- * a line drawn over an equal one still shows.
+ * One line per layout series over the configured rate (x): a colour each, and dashes too,
+ * so a line drawn over an equal one still shows.
  */
-function layoutLines(series: readonly string[]) {
+function rateLines(values: readonly { series: string; fpr: number }[]) {
   return {
+    x: fprAxis(
+      values.map((v) => v.fpr),
+      "Configured false-positive rate",
+    ),
     color: {
       field: "series",
       type: "nominal",
       title: "Layout",
-      scale: colorScale(series),
+      scale: colorScale(values.map((v) => v.series)),
     },
     strokeDash: { field: "series", type: "nominal", title: "Layout" },
     order: { field: "fpr", type: "quantitative" },
@@ -507,12 +509,9 @@ function bloomRatioSpec(rows: readonly ResultRow[]): TopLevelSpec | undefined {
     data: { values },
     width: 420,
     height: 260,
-    mark: { type: "line", point: { size: 45 }, strokeWidth: 2 },
+    mark: LINE_MARK,
     encoding: {
-      x: fprAxis(
-        values.map((v) => v.fpr),
-        "Configured false-positive rate",
-      ),
+      ...rateLines(values),
       y: {
         field: "ratio",
         type: "quantitative",
@@ -520,7 +519,6 @@ function bloomRatioSpec(rows: readonly ResultRow[]): TopLevelSpec | undefined {
         scale: flat ? { domain: [0, 0.01] } : { zero: true },
         axis: { format: ".2~%" },
       },
-      ...layoutLines(values.map((v) => v.series)),
     },
   };
 }
