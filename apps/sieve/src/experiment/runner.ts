@@ -177,6 +177,13 @@ interface SieveStats {
   readonly falsePositiveChunks: number;
 }
 
+/** One query answered: its wall time, its answer in canonical form, its stats. */
+interface Answered {
+  readonly ms: number;
+  readonly answer: string;
+  readonly stats: SieveStats;
+}
+
 /** Thrown when a configuration's answers differ from the baseline's: blooms lost lines. */
 export class WrongAnswerError extends Error {
   constructor(configuration: string, query: string) {
@@ -357,7 +364,7 @@ async function runConfiguration(
     const ingestSeconds = (performance.now() - t0) / 1000;
     progress.step("flush");
     const { chunkBytes, bloomBytes } = await storedBytes(storeDir);
-    const cold = new Map<PlannedQuery, { ms: number; answer: string; stats: SieveStats }>();
+    const cold = new Map<PlannedQuery, Answered>();
     if (spec.queries.cold) {
       // A fresh process per query: no segment, bloom block or chunk cached.
       for (const q of queries) {
@@ -369,7 +376,7 @@ async function runConfiguration(
         progress.step("cold queries");
       }
     }
-    const warm = new Map<PlannedQuery, { ms: number; answer: string; stats: SieveStats }>();
+    const warm = new Map<PlannedQuery, Answered>();
     if (spec.queries.warm) {
       for (const pass of [0, 1]) {
         for (const q of queries) {
@@ -519,7 +526,7 @@ async function query(
   q: PlannedQuery,
   dataset: Dataset,
   limit: number,
-): Promise<{ ms: number; answer: string; stats: SieveStats }> {
+): Promise<Answered> {
   const params = new URLSearchParams({
     query: q.logql,
     start: dataset.startNs.toString(),

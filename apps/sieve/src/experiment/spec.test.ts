@@ -229,6 +229,12 @@ queries: { shapes: [{ name: q, fields: [trace_id] }] }
       "and, or",
     ],
     [
+      "neither cold nor warm",
+      variant("repetitions: 5", "repetitions: 5\n  cold: false\n  warm: false"),
+      "queries.warm",
+      "cannot both be false",
+    ],
+    [
       "repetitions 0",
       variant("repetitions: 5", "repetitions: 0"),
       "queries.repetitions",

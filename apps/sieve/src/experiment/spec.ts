@@ -395,11 +395,14 @@ function queriesSpec(r: Reader): QueriesSpec {
     if (names.has(s.name)) throw new SpecError(`${path}[${i}].name`, "is used twice");
     names.add(s.name);
   });
+  const cold = r.boolean("cold", true);
+  const warm = r.boolean("warm", true);
+  if (!cold && !warm) throw new SpecError(r.at("warm"), "cold and warm cannot both be false");
   return {
     repetitions: r.number("repetitions", 1, 10_000, 10),
     limit: r.number("limit", 1, 100_000, 1000),
-    cold: r.boolean("cold", true),
-    warm: r.boolean("warm", true),
+    cold,
+    warm,
     shapes,
   };
 }
