@@ -7,7 +7,6 @@
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { request as httpRequest } from "node:http";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,7 +27,7 @@ import type { IngesterConfig } from "./config.js";
 import type { FlushStore } from "./flush.js";
 import { lineCounts, readStore, record, testConfig, testLogger } from "./harness.test-helper.js";
 import type { TestEntry } from "./harness.test-helper.js";
-import { TIMEOUT_HEADER, createIngester, createIngesterServer } from "./http.js";
+import { createIngester, createIngesterServer } from "./http.js";
 import type { IngesterService } from "./http.js";
 
 const PARTITIONS = 2;
@@ -106,26 +105,6 @@ function failingPuts(
     },
   };
   return wrapper;
-}
-
-/** One POST on its own connection (closed after), waiting as long as the server takes. */
-async function postOnce(
-  url: string,
-  body: Uint8Array,
-  headers: Record<string, string>,
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method: "POST", headers, agent: false }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => (text += chunk));
-      res.on("end", () => {
-        resolve({ status: res.statusCode ?? 0, body: text });
-      });
-    });
-    req.on("error", reject);
-    req.end(body);
-  });
 }
 
 async function served(app: FastifyInstance): Promise<string> {
@@ -339,16 +318,6 @@ describe("queries over unflushed data are cooperative", () => {
       status: 504,
     });
     expect(performance.now() - t).toBeLessThan(1200);
-    // Over HTTP, the deadline header alone (a caller that waits): the server's 504, Loki's text.
-    t = performance.now();
-    const answer = await postOnce(`${url}/ingester/v1/query`, encodeQueryRequest(req), {
-      "content-type": "application/x-protobuf",
-      "x-scope-orgid": "t",
-      [TIMEOUT_HEADER]: "150",
-    });
-    expect(answer.status).toBe(504);
-    expect(JSON.parse(answer.body)).toMatchObject({ code: "timeout" });
-    expect(performance.now() - t).toBeLessThan(1600);
     // The client gives up at its deadline whoever notices first.
     const client = new IngesterHttpClient({ urls: [url] });
     t = performance.now();
@@ -362,8 +331,8 @@ describe("queries over unflushed data are cooperative", () => {
       code: "canceled",
     });
     // The server side noticed too: its queries ended as timeout and canceled, never ok. The
-    // client's own query (the third) ends as timeout at the server's deadline, or as canceled
-    // when the client's deadline (a second later) came first on a starved machine.
+    // client's timed query ends as timeout at the server's deadline, or as canceled when the
+    // client's own deadline (a second later) came first on a starved machine (CI saw both).
     const queries = (outcome: string) => metric("sieve_ingester_queries_total", { outcome });
     const counted = async () => ({
       timeout: await queries("timeout"),
@@ -372,13 +341,13 @@ describe("queries over unflushed data are cooperative", () => {
     });
     await waitFor(async () => {
       const c = await counted();
-      return c.timeout + c.canceled + c.ok >= 4;
+      return c.timeout + c.canceled + c.ok >= 3;
     });
     const c = await counted();
     expect(c.ok).toBe(0);
-    expect(c.timeout).toBeGreaterThanOrEqual(2);
+    expect(c.timeout).toBeGreaterThanOrEqual(1);
     expect(c.canceled).toBeGreaterThanOrEqual(1);
-    expect(c.timeout + c.canceled).toBe(4);
+    expect(c.timeout + c.canceled).toBe(3);
   });
 });
 
