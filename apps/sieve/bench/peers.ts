@@ -1,7 +1,8 @@
 /**
  * `pnpm bench:peers`: Sieve (`sieve all`) beside Grafana Loki 3.7 (single binary,
- * filesystem store, limits raised) on the same generated logs, one run, the same bytes
- * sent to each. Issue 11's figures: push MB/s of raw lines, server CPU-seconds, peak RSS,
+ * filesystem store, limits raised) and VictoriaLogs (single binary, defaults) on the same
+ * generated logs, one run, the same protobuf+snappy bodies sent to each (VictoriaLogs takes
+ * them on its Loki push endpoint, structured metadata as fields). Issue 11's figures: push MB/s of raw lines, server CPU-seconds, peak RSS,
  * the same from the first push until the flush ends (Sieve acknowledges a push once its
  * log holds it, and its ingesters may lag: the pushes alone flatter it), stored bytes after
  * flush and stop, and needle query p50/p99, cold (first query after a
@@ -9,13 +10,15 @@
  * the streams: 250), present trace ids (exactly their 10 lines) and absent ones (none),
  * every answer checked.
  *
- *   pnpm bench:peers [--mb 1000] [--queries 20] [--only sieve|loki] [--main dist/main.js]
+ *   pnpm bench:peers [--mb 1000] [--queries 20] [--only sieve,loki,victorialogs] [--main dist/main.js]
  *
  * The data: 500 streams (`service` × `pod`, `env` prod for half the pods), ~200-byte logfmt
  * lines over two hours ending now, `trace_id` (shared by 10 lines) and `span_id` (one a
  * line) as structured metadata; protobuf+snappy bodies of ~1 MiB (5,000 lines), built
- * before either server starts and sent over 8 connections. Loki and logcli come from
- * `sh scripts/loki.sh path` (built from the Go module proxy on first use).
+ * before any server starts and sent over 8 connections. Loki comes from
+ * `sh scripts/loki.sh path`, VictoriaLogs from `sh scripts/victorialogs.sh path` (both built
+ * from the Go module proxy on first use). VictoriaLogs is asked the same needles in LogsQL:
+ * `{service="svc-1"} trace_id:="…"`.
  *
  * The machine is shared: each phase records the load average and the CPU the rest of the
  * machine used meanwhile; compare ratios from one run. Writes every sample as JSON under
@@ -198,6 +201,7 @@ async function spawnServer(
   args: string[],
   url: string,
   env: NodeJS.ProcessEnv = process.env,
+  readyPath = "/ready",
 ): Promise<Server> {
   const child = spawn(command, args, { env, stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
@@ -210,7 +214,7 @@ async function spawnServer(
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${command} exited: ${stderr}`);
     try {
-      const res = await fetch(`${url}/ready`);
+      const res = await fetch(`${url}${readyPath}`);
       if (res.status === 200) break;
     } catch {
       // not listening yet
@@ -230,8 +234,12 @@ async function spawnServer(
 
 /** What a system under test is: how to start it on a data dir, flush it, and its stored parts. */
 interface System {
-  readonly name: "sieve" | "loki";
+  readonly name: "sieve" | "loki" | "victorialogs";
   start(dir: string): Promise<Server>;
+  /** The path pushes go to: Loki's push API on each. */
+  readonly pushPath: string;
+  /** Asks for one trace's lines under a selector; answers their number. */
+  needle(server: Server, selector: string, trace: string, data: Dataset): Promise<number>;
   /** Makes everything pushed durable in the store. */
   flush(server: Server): Promise<void>;
   /** Stored bytes by part, after a flush and a clean stop. */
@@ -240,9 +248,39 @@ interface System {
 
 const SIEVE_PORT = 3161;
 const LOKI_PORT = 3162;
+const VICTORIALOGS_PORT = 3163;
+
+/** Fetches a URL and fails on any status but 200. */
+async function get(url: string, what: string): Promise<string> {
+  const res = await fetch(url);
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`${what}: ${res.status} ${text}`);
+  return text;
+}
+
+/** A LogQL needle through Loki's query_range: Sieve and Loki alike. */
+async function logqlNeedle(
+  server: Server,
+  selector: string,
+  trace: string,
+  data: Dataset,
+): Promise<number> {
+  const params = new URLSearchParams({
+    query: `${selector} | trace_id="${trace}"`,
+    start: String(data.startNs),
+    end: String(data.endNs + 60_000_000_000n),
+    limit: "1000",
+    direction: "backward",
+  });
+  const text = await get(`${server.url}/loki/api/v1/query_range?${params.toString()}`, trace);
+  const answer = JSON.parse(text) as { data: { result: { values: unknown[] }[] } };
+  return answer.data.result.reduce((n, s) => n + s.values.length, 0);
+}
 
 const sieve: System = {
   name: "sieve",
+  pushPath: "/loki/api/v1/push",
+  needle: logqlNeedle,
   async start(dir) {
     mkdirSync(dir, { recursive: true });
     writeFileSync(
@@ -328,6 +366,8 @@ analytics:
 
 const loki: System = {
   name: "loki",
+  pushPath: "/loki/api/v1/push",
+  needle: logqlNeedle,
   async start(dir) {
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, "loki.yaml"), lokiConfig(dir));
@@ -358,6 +398,49 @@ const loki: System = {
     const chunks = duMiB(join(dir, "chunks"));
     const index = duMiB(join(dir, "tsdb-shipper-active")) + duMiB(join(dir, "tsdb-shipper-cache"));
     return { store: chunks + index, chunks, index, wal: duMiB(join(dir, "wal")), all: duMiB(dir) };
+  },
+};
+
+const victorialogs: System = {
+  name: "victorialogs",
+  pushPath: "/insert/loki/api/v1/push",
+  async needle(server, selector, trace, data) {
+    // LogsQL: a stream filter and an exact match on the field; one JSON object a line.
+    const params = new URLSearchParams({
+      query: `${selector} trace_id:=${JSON.stringify(trace)}`,
+      start: String(data.startNs),
+      end: String(data.endNs + 60_000_000_000n),
+      limit: "1000",
+    });
+    const text = await get(`${server.url}/select/logsql/query?${params.toString()}`, trace);
+    return text.split("\n").filter((l) => l !== "").length;
+  },
+  async start(dir) {
+    mkdirSync(dir, { recursive: true });
+    const bin = execFileSync("sh", [join(ROOT, "scripts/victorialogs.sh"), "path"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"],
+    }).trim();
+    return spawnServer(
+      bin,
+      [
+        `-storageDataPath=${join(dir, "data")}`,
+        `-httpListenAddr=127.0.0.1:${VICTORIALOGS_PORT}`,
+        "-loggerLevel=WARN",
+        "-retentionPeriod=100y",
+      ],
+      `http://127.0.0.1:${VICTORIALOGS_PORT}`,
+      process.env,
+      "/health",
+    );
+  },
+  async flush(server) {
+    // Makes the in-memory parts searchable and durable; answers when done.
+    await get(`${server.url}/internal/force_flush`, "victorialogs flush");
+  },
+  stored(dir) {
+    const all = duMiB(join(dir, "data"));
+    return { store: all, all };
   },
 };
 
@@ -397,18 +480,18 @@ function watch(pid: number): {
   };
 }
 
-async function push(server: Server, data: Dataset): Promise<void> {
+async function push(system: System, server: Server, data: Dataset): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: CONNECTIONS }, async () => {
       for (let b = next++; b < data.bodies.length; b = next++) {
         for (let attempt = 0; ; attempt++) {
-          const res = await fetch(`${server.url}/loki/api/v1/push`, {
+          const res = await fetch(`${server.url}${system.pushPath}`, {
             method: "POST",
             headers: { "content-type": "application/x-protobuf" },
             body: data.bodies[b]!,
           });
-          if (res.status === 204) break;
+          if (res.status === 204 || res.status === 200) break;
           const text = await res.text();
           // Back-pressure (429, 503) is retried, as clients do; anything else is a failure.
           if ((res.status !== 429 && res.status !== 503) || attempt >= 20) {
@@ -424,7 +507,11 @@ async function push(server: Server, data: Dataset): Promise<void> {
 type Shape = `${"narrow" | "wide"} ${"present" | "absent"}`;
 
 /** One pass of needle queries: latency per shape, every answer checked. */
-async function queries(server: Server, data: Dataset): Promise<Record<Shape, number[]>> {
+async function queries(
+  system: System,
+  server: Server,
+  data: Dataset,
+): Promise<Record<Shape, number[]>> {
   const out: Record<Shape, number[]> = {
     "narrow present": [],
     "narrow absent": [],
@@ -455,20 +542,9 @@ async function queries(server: Server, data: Dataset): Promise<Record<Shape, num
     cases.push({ shape: "wide absent", selector: `{env="prod"}`, trace: absent, want: 0 });
   }
   for (const c of cases) {
-    const params = new URLSearchParams({
-      query: `${c.selector} | trace_id="${c.trace}"`,
-      start: String(data.startNs),
-      end: String(data.endNs + 60_000_000_000n),
-      limit: "1000",
-      direction: "backward",
-    });
     const t0 = performance.now();
-    const res = await fetch(`${server.url}/loki/api/v1/query_range?${params.toString()}`);
-    const text = await res.text();
+    const lines = await system.needle(server, c.selector, c.trace, data);
     const ms = performance.now() - t0;
-    if (res.status !== 200) throw new Error(`${c.shape} ${c.trace}: ${res.status} ${text}`);
-    const answer = JSON.parse(text) as { data: { result: { values: unknown[] }[] } };
-    const lines = answer.data.result.reduce((n, s) => n + s.values.length, 0);
     if (lines !== c.want) throw new Error(`${c.shape} ${c.trace}: ${lines} lines, want ${c.want}`);
     out[c.shape].push(ms);
   }
@@ -500,7 +576,7 @@ async function run(system: System, data: Dataset): Promise<Result> {
     let server = await system.start(dir);
     const w = watch(server.pid);
     const all = watch(server.pid);
-    await push(server, data);
+    await push(system, server, data);
     const p = w.end();
     const f0 = performance.now();
     await system.flush(server);
@@ -511,8 +587,8 @@ async function run(system: System, data: Dataset): Promise<Result> {
     // Cold: the first queries of a fresh process over what is stored.
     server = await system.start(dir);
     const q = watch(server.pid);
-    const cold = await queries(server, data);
-    const warm = await queries(server, data);
+    const cold = await queries(system, server, data);
+    const warm = await queries(system, server, data);
     const qm = q.end();
     await server.stop();
     const mb = data.rawBytes / 1e6;
@@ -570,16 +646,20 @@ function report(results: Result[], data: Dataset): void {
     }
   }
   const names = results.map((r) => r.system);
-  const ratio = results.length === 2;
+  // Sieve over each peer measured in the same run.
+  const peers = names[0] === "sieve" ? names.slice(1) : [];
+  const ratioHeads = peers.map((p) => ` sieve / ${p} |`).join("");
   console.log(
     `\n${(data.rawBytes / 1e6).toFixed(0)} MB of raw lines, ${data.lines} lines, ${data.bodies.length} bodies, ${STREAMS} streams`,
   );
-  console.log(`| | ${names.join(" | ")} |${ratio ? " sieve / loki |" : ""}`);
-  console.log(`| --- | ${names.map(() => "---:").join(" | ")} |${ratio ? " ---: |" : ""}`);
+  console.log(`| | ${names.join(" | ")} |${ratioHeads}`);
+  console.log(
+    `| --- | ${names.map(() => "---:").join(" | ")} |${peers.map(() => " ---: |").join("")}`,
+  );
   for (const [label, f, digits] of rows) {
     const v = results.map(f);
     console.log(
-      `| ${label} | ${v.map((x) => x.toFixed(digits)).join(" | ")} |${ratio ? ` ${(v[0]! / v[1]!).toFixed(2)} |` : ""}`,
+      `| ${label} | ${v.map((x) => x.toFixed(digits)).join(" | ")} |${peers.map((_, i) => ` ${(v[0]! / v[i + 1]!).toFixed(2)} |`).join("")}`,
     );
   }
   for (const r of results) {
@@ -593,7 +673,10 @@ const t0 = performance.now();
 console.log(`generating ${TOTAL_MB} MB of bodies...`);
 const data = generate();
 console.log(`generated in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
-const systems = [sieve, loki].filter((s) => values.only === undefined || s.name === values.only);
+const only = values.only?.split(",");
+const systems = [sieve, loki, victorialogs].filter(
+  (s) => only === undefined || only.includes(s.name),
+);
 const results: Result[] = [];
 for (const system of systems) {
   console.log(`${system.name}: push, flush, stop, restart, queries...`);
