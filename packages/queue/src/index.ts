@@ -5,6 +5,7 @@ export type {
   ConsumedBatch,
   PartitionListener,
   QueueConsumer,
+  QueuePosition,
   DeliveryFailure,
   DeliveryStage,
 } from "./queue.js";

@@ -23,6 +23,14 @@ export interface ConsumedRecord {
   readonly value: Uint8Array;
 }
 
+/** A partition's offsets in the queue. */
+export interface QueuePosition {
+  /** The offset the next record appended will get: every record below it was acknowledged. */
+  readonly end: number;
+  /** The committed offset: a consumer starts there; -1 when nothing was committed. */
+  readonly committed: number;
+}
+
 /** The distributor's side. */
 export interface QueueWriter {
   /** How many partitions records are spread over. */
@@ -98,6 +106,11 @@ export interface QueueConsumer {
    * need not be replayed; a restart resumes from the last committed offset.
    */
   commit(partition: number, nextOffset: number): Promise<void>;
+  /**
+   * Where each partition this consumer owns stands now: what a flush waits to be delivered
+   * so that it covers everything acknowledged before it was asked for.
+   */
+  positions(): Promise<ReadonlyMap<number, QueuePosition>>;
   /** Stops delivering; resolves when no handler is running. */
   stop(): Promise<void>;
 }

@@ -18,7 +18,13 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fingerprint, fingerprintKey, labelsString, parseLabels } from "@sieve/labels";
 import { encodeQueueRecord } from "@sieve/proto";
-import type { ConsumedBatch, ConsumedRecord, PartitionListener, QueueConsumer } from "@sieve/queue";
+import type {
+  ConsumedBatch,
+  ConsumedRecord,
+  PartitionListener,
+  QueueConsumer,
+  QueuePosition,
+} from "@sieve/queue";
 import { FsObjectStore } from "@sieve/storage";
 import pino from "pino";
 import { Registry } from "prom-client";
@@ -115,6 +121,14 @@ class MemoryConsumer implements QueueConsumer {
   }
   commit(): Promise<void> {
     return Promise.resolve();
+  }
+  /** After each partition's last batch; nothing committed. */
+  positions(): Promise<ReadonlyMap<number, QueuePosition>> {
+    const ends = new Map<number, QueuePosition>();
+    for (const b of this.batches) {
+      ends.set(b.partition, { end: b.records.at(-1)!.offset + 1, committed: -1 });
+    }
+    return Promise.resolve(ends);
   }
   stop(): Promise<void> {
     return Promise.resolve();

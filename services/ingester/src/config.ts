@@ -75,6 +75,11 @@ export interface IngesterConfig {
   /** Cut chunks of one partition waiting for their flush past which consumption pauses. */
   readonly maxPendingFlushBytes: number;
   /**
+   * `POST /flush` first waits until every record acknowledged before it was asked for has
+   * been consumed: at most this long, then it answers 503.
+   */
+  readonly flushAllWaitMs: number;
+  /**
    * At partition assignment, how long an incomplete flush manifest of another ingester may
    * take to complete (from its creation) before it is rolled back: the old owner may still
    * be flushing the partition it just lost.
@@ -116,6 +121,7 @@ export const DEFAULT_CONFIG: IngesterConfig = {
   flushWriteConcurrency: 8,
   flushRetryMaxBackoffMs: 30_000,
   maxPendingFlushBytes: 64 * 1024 * 1024,
+  flushAllWaitMs: 300_000,
   recoveryGraceMs: 30_000,
   handoverDelayMs: 2000,
   maxBloomBytes: 4 * 1024 * 1024,
@@ -159,6 +165,7 @@ const RANGES: Record<string, readonly [number, number]> = {
   flushWriteConcurrency: [1, 256],
   flushRetryMaxBackoffMs: [1, 3_600_000],
   maxPendingFlushBytes: [1024, 2 ** 40],
+  flushAllWaitMs: [0, 3_600_000],
   recoveryGraceMs: [0, 3_600_000],
   handoverDelayMs: [0, 600_000],
   maxBloomBytes: [64, 1024 * 1024 * 1024],
@@ -202,6 +209,8 @@ const SCHEMA = defineSchema({
       "longest pause between retries of a failed flush (from 100 ms, doubling)",
     maxPendingFlushBytes:
       "cut chunks of one partition waiting for their flush past which its consumption waits",
+    flushAllWaitMs:
+      "`POST /flush` first waits until the records acknowledged before it are consumed: at most this long, then it answers 503",
     recoveryGraceMs:
       "at assignment, how long another ingester's incomplete flush manifest may take to complete before it is rolled back",
     handoverDelayMs:

@@ -23,6 +23,8 @@ export const INGESTER_ERRORS = defineErrors({
   // nginx's and Loki's status for a request its client gave up on.
   canceled: { status: 499, message: "the request was cancelled by the client" },
   not_ready: { status: 503, message: "ingester is not running" },
+  // A flush asked while the queue is further ahead than `flushAllWaitMs` lets it catch up.
+  flush_behind: { status: 503, message: "the ingester has not consumed what was pushed yet" },
   store_unavailable: { status: 503, message: "object store unavailable", retriable: true },
   store_refused: { status: 500, message: "object store refused a request" },
   unknown_partition: { status: 500, message: "batch of a partition this ingester does not own" },

@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { PortPeer, fromPortError } from "@sieve/kit";
-import type { ConsumedBatch, PartitionListener, QueueConsumer } from "@sieve/queue";
+import type { ConsumedBatch, PartitionListener, QueueConsumer, QueuePosition } from "@sieve/queue";
 import { openStore } from "@sieve/storage";
 import { pino } from "pino";
 import { Registry } from "prom-client";
@@ -42,6 +42,10 @@ class PortConsumer implements QueueConsumer {
 
   commit(partition: number, nextOffset: number): Promise<void> {
     return this.main.call("commit", { partition, nextOffset });
+  }
+
+  async positions(): Promise<ReadonlyMap<number, QueuePosition>> {
+    return new Map(await this.main.call("positions", null));
   }
 
   stop(): Promise<void> {

@@ -152,6 +152,48 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     ).toEqual([]);
   });
 
+  it("a flush covers every record acknowledged before it, consumed or not yet", async () => {
+    const { ingester } = start();
+    await ingester.start();
+    const recs = Array.from({ length: 40 }, (_, i) =>
+      record("t", `{app="a${i % 8}"}`, entries(25, `r${i}`), PARTITIONS),
+    );
+    // Appended in many writes, then flushed at once: the consumer is still behind.
+    for (let i = 0; i < recs.length; i += 4) await wal.writer.append(recs.slice(i, i + 4));
+    await ingester.flushAll();
+    const counts = lineCounts(await readStore(store, "t", T0 - 1n));
+    expect(counts.size).toBe(1000);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+    for (let p = 0; p < PARTITIONS; p++) expect(wal.consumer.committed(p)).toBe(wal.endOffset(p));
+  });
+
+  it("a flush whose records cannot be consumed in time answers flush_behind, naming the partition", async () => {
+    // The log says one more record than it can deliver: as a partition whose delivery stopped.
+    const consumer = Object.create(wal.consumer) as typeof wal.consumer;
+    consumer.positions = async () => {
+      const real = await wal.consumer.positions();
+      return new Map(
+        [...real].map(([p, pos]) => [p, p === 1 ? { ...pos, end: pos.end + 1 } : pos]),
+      );
+    };
+    service = createIngester({
+      config: testConfig({ flushCheckIntervalMs: 3_600_000, flushAllWaitMs: 200 }),
+      consumer,
+      store,
+      logger: testLogger,
+      registry,
+      now: () => clock,
+    });
+    await service.ingester.start();
+    const t0 = performance.now();
+    const refused = await service.ingester.flushAll().catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(IngesterError);
+    expect((refused as IngesterError).code).toBe("flush_behind");
+    expect((refused as IngesterError).status).toBe(503);
+    expect((refused as Error).message).toContain("partition 1 at offset 0 of 1 after 200 ms");
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(190);
+  });
+
   it("cuts full heads, drops exact duplicates, accepts out-of-order entries", async () => {
     const { ingester } = start({ chunkTargetBytes: 4096, chunkBlockBytes: 1024 });
     await ingester.start();

@@ -9,7 +9,7 @@
 import { decodeQueueRecord } from "@sieve/proto";
 import type { QueueRecord } from "@sieve/proto";
 import { WalConsumer } from "@sieve/queue";
-import type { ConsumedBatch, QueueConsumer } from "@sieve/queue";
+import type { ConsumedBatch, QueueConsumer, QueuePosition } from "@sieve/queue";
 import type { Logger } from "pino";
 import type { IngesterConfig } from "./config.js";
 import { IngesterError } from "./errors.js";
@@ -208,11 +208,43 @@ export class Ingester implements IngesterQuerier {
     this.running = false;
   }
 
-  /** Flushes every head now (`POST /flush`); resolves when all is durable and committed. */
+  /**
+   * Flushes every head now (`POST /flush`); resolves when all is durable and committed.
+   * First waits (up to `flushAllWaitMs`) until this ingester has consumed every record its
+   * partitions held when asked: a push acknowledged before the flush is in it.
+   */
   async flushAll(reason: FlushReason = "forced"): Promise<void> {
+    await this.consumedThrough(await this.consumer.positions());
     const all = [...this.partitions.values()];
     for (const p of all) for (const s of p.streams.values()) cutHead(p, s, reason);
     await Promise.all(all.map((p) => this.flusher.flushPartition(p)));
+  }
+
+  /** Resolves once each owned partition is consumed up to its `end` in `positions`. */
+  private async consumedThrough(positions: ReadonlyMap<number, QueuePosition>): Promise<void> {
+    const behind = (): string[] => {
+      const out: string[] = [];
+      for (const [partition, { end, committed }] of positions) {
+        const p = this.partitions.get(partition);
+        // Another worker's partition, or handed over since: not this ingester's to wait for.
+        if (p === undefined || p.revoked) continue;
+        const at = Math.max(p.nextOffset, p.committed, committed);
+        if (at < end) out.push(`partition ${partition} at offset ${at} of ${end}`);
+      }
+      return out;
+    };
+    // Real time, not `now` (tests pin that clock).
+    const deadline = performance.now() + this.config.flushAllWaitMs;
+    for (let late = behind(); late.length > 0; late = behind()) {
+      if (performance.now() >= deadline) {
+        throw new IngesterError(
+          "flush_behind",
+          `${late.join(", ")} after ${this.config.flushAllWaitMs} ms`,
+        );
+      }
+      // Batches are applied between these checks (a batch's records are appended at once).
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   }
 
   // ---- partition ownership ---------------------------------------------------------

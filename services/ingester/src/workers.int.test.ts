@@ -154,6 +154,18 @@ describe("the ingester on worker threads", () => {
     expect([...stored.entries()].filter(([, n]) => n !== 1)).toEqual([]);
   });
 
+  it("a flush covers every record acknowledged before it, through the workers' port", async () => {
+    const { ingester } = start();
+    await ingester.start();
+    for (let i = 0; i < 10; i++) await pushAll(20, i * 20);
+    await ingester.flushAll();
+    const counts = lineCounts(
+      await readStore(new FsObjectStore(join(dir, "objects")), "team-a", T0 - 1n),
+    );
+    expect(counts.size).toBe(STREAMS.length * 200);
+    for (let p = 0; p < PARTITIONS; p++) expect(wal.consumer.committed(p)).toBe(wal.endOffset(p));
+  });
+
   it("keeps the ingester's error codes across the thread", async () => {
     const { ingester } = start();
     await ingester.start();

@@ -24,7 +24,7 @@ import type {
   IngesterStream,
 } from "@sieve/proto";
 import { WalConsumer } from "@sieve/queue";
-import type { ConsumedBatch, DeliveryFailure, QueueConsumer } from "@sieve/queue";
+import type { ConsumedBatch, DeliveryFailure, QueueConsumer, QueuePosition } from "@sieve/queue";
 import type { StoreConfig } from "@sieve/storage";
 import type { Logger } from "pino";
 import { AggregatorRegistry } from "prom-client";
@@ -68,6 +68,8 @@ export interface MainMethods {
   commit(arg: { partition: number; nextOffset: number }): Promise<void>;
   /** The worker's ingester stops: resolves once the shared consumer stopped. */
   consumerStop(arg: null): Promise<void>;
+  /** The consumer's positions, by partition. */
+  positions(arg: null): Promise<[number, QueuePosition][]>;
   status(arg: WorkerStatus): void;
 }
 
@@ -246,6 +248,7 @@ export class IngesterWorkers implements IngesterHandle {
       },
       commit: ({ partition, nextOffset }) => this.options.consumer.commit(partition, nextOffset),
       consumerStop: () => (this.stopped ??= this.options.consumer.stop()),
+      positions: async () => [...(await this.options.consumer.positions())],
       status: (status) => {
         this.slots[index]!.status = status;
       },

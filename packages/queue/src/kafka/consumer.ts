@@ -31,6 +31,7 @@ import type {
   DeliveryStage,
   PartitionListener,
   QueueConsumer,
+  QueuePosition,
 } from "../queue.js";
 import { DeliveryReporter } from "../retry.js";
 import { kafkaClient, kafkaError } from "./options.js";
@@ -280,6 +281,41 @@ export class KafkaQueueConsumer implements QueueConsumer {
       ]);
     } catch (error) {
       throw kafkaError(`commit ${this.options.topic}/${partition} at ${nextOffset}`, error);
+    }
+  }
+
+  /**
+   * The high watermarks and the group's committed offsets of the partitions owned now,
+   * from an admin client of its own (a flush asks rarely: one connection per call rather
+   * than one held for the process).
+   */
+  async positions(): Promise<ReadonlyMap<number, QueuePosition>> {
+    const owned = this.assignment;
+    if (owned.length === 0) return new Map();
+    const { topic, groupId } = this.options;
+    const admin = kafkaClient(this.options).admin();
+    try {
+      await admin.connect();
+      const [ends, groups] = await Promise.all([
+        admin.fetchTopicOffsets(topic),
+        admin.fetchOffsets({ groupId, topics: [topic] }),
+      ]);
+      const committed = new Map<number, number>();
+      for (const t of groups) {
+        for (const p of t.partitions) committed.set(p.partition, Number(p.offset));
+      }
+      const positions = new Map<number, QueuePosition>();
+      for (const o of ends) {
+        if (!owned.includes(o.partition)) continue;
+        // Nothing committed, or committed below what retention kept: it starts at the low.
+        const at = Math.max(committed.get(o.partition) ?? -1, Number(o.low));
+        positions.set(o.partition, { end: Number(o.high), committed: at });
+      }
+      return positions;
+    } catch (error) {
+      throw kafkaError(`positions in ${topic}`, error);
+    } finally {
+      await admin.disconnect().catch(() => undefined);
     }
   }
 

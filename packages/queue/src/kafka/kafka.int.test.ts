@@ -135,6 +135,23 @@ describe("Kafka queue (real broker)", () => {
     expect(b.records.filter((r) => r.partition === 2).map((r) => r.offset)[0]).toBe(0);
   });
 
+  it("tells the owned partitions' high watermarks and committed offsets", async () => {
+    const topic = uniqueName();
+    const w = await writer(topic);
+    await w.append(Array.from({ length: 40 }, (_, n) => record(n)));
+    const m = await member(topic, uniqueName("group"));
+    await waitFor(() => m.records.length >= 40 && m.consumer.assignment.length === PARTITIONS, {
+      what: "40 records",
+    });
+    const counts = [0, 1, 2, 3].map((p) => m.records.filter((r) => r.partition === p).length);
+    await m.consumer.commit(0, 2);
+    const positions = await m.consumer.positions();
+    expect([...positions.keys()].sort()).toEqual([0, 1, 2, 3]);
+    expect(positions.get(0)).toEqual({ end: counts[0], committed: 2 });
+    // Nothing committed: a consumer starts at the earliest record kept, offset 0.
+    expect(positions.get(1)).toEqual({ end: counts[1], committed: 0 });
+  });
+
   it("splits partitions between two members and calls revoked/assigned on rebalance", async () => {
     const topic = uniqueName();
     const groupId = uniqueName("group");

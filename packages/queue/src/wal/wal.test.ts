@@ -48,6 +48,23 @@ describe("write-ahead log", () => {
     await wal.close();
   });
 
+  it("tells each partition's end and commit: what a flush waits for", async () => {
+    const dir = await tempDir();
+    const wal = await openWal({ dir, partitions: 3 });
+    await wal.writer.append([...records(0, 0, 5), ...records(2, 0, 2)]);
+    expect(Object.fromEntries(await wal.consumer.positions())).toEqual({
+      0: { end: 5, committed: 0 },
+      1: { end: 0, committed: 0 },
+      2: { end: 2, committed: 0 },
+    });
+    await wal.consumer.commit(0, 4);
+    await wal.writer.append(records(2, 2, 1));
+    const after = await wal.consumer.positions();
+    expect(after.get(0)).toEqual({ end: 5, committed: 4 });
+    expect(after.get(2)).toEqual({ end: 3, committed: 0 });
+    await wal.close();
+  });
+
   it("wakes a caught-up consumer when records are appended", async () => {
     const wal = await openWal({ dir: await tempDir(), partitions: 2 });
     const seen: ConsumedBatch[] = [];

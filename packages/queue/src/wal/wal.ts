@@ -16,6 +16,7 @@ import type {
   OutgoingRecord,
   PartitionListener,
   QueueConsumer,
+  QueuePosition,
   QueueWriter,
 } from "../queue.js";
 import { PartitionCursor } from "./cursor.js";
@@ -441,6 +442,18 @@ export class WalConsumer implements QueueConsumer {
     this.offsets.committed[partition] = nextOffset;
     await this.offsets.persist();
     await log.release(nextOffset);
+  }
+
+  /** Every partition's: one log, one consumer, so it owns them all. */
+  positions(): Promise<ReadonlyMap<number, QueuePosition>> {
+    return Promise.resolve(
+      new Map(
+        this.logs.map((log) => [
+          log.partition,
+          { end: log.nextOffset, committed: this.offsets.committed[log.partition]! },
+        ]),
+      ),
+    );
   }
 
   /** The committed offset of `partition`. */
