@@ -11,6 +11,7 @@
  * every answer checked.
  *
  *   pnpm bench:peers [--mb 1000] [--queries 20] [--only sieve,loki,victorialogs] [--main dist/main.js]
+ *                    [--keep DIR]   (each system's data stays in DIR/<name>, to query it again)
  *
  * The data: 500 streams (`service` × `pod`, `env` prod for half the pods), ~200-byte logfmt
  * lines over two hours ending now, `trace_id` (shared by 10 lines) and `span_id` (one a
@@ -40,6 +41,8 @@ const { values } = parseArgs({
     mb: { type: "string", default: "1000" },
     queries: { type: "string", default: "20" },
     only: { type: "string" },
+    // Keeps each system's data dir under this folder (to query or profile it afterwards).
+    keep: { type: "string" },
     main: { type: "string", default: fileURLToPath(new URL("../dist/main.js", import.meta.url)) },
   },
 });
@@ -571,7 +574,10 @@ interface Result {
 }
 
 async function run(system: System, data: Dataset): Promise<Result> {
-  const dir = mkdtempSync(join(tmpdir(), `peers-${system.name}-`));
+  const dir =
+    values.keep === undefined
+      ? mkdtempSync(join(tmpdir(), `peers-${system.name}-`))
+      : join(values.keep, system.name);
   try {
     let server = await system.start(dir);
     const w = watch(server.pid);
@@ -608,7 +614,7 @@ async function run(system: System, data: Dataset): Promise<Result> {
       queryMachine: { load1: qm.load1, otherCores: qm.otherCores },
     };
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    if (values.keep === undefined) rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -3,12 +3,13 @@
  * partitions the main thread gives it, consuming through {@link PortConsumer}, the queue
  * contract over the worker's port, and answering the main thread's calls.
  */
+import { getHeapStatistics } from "node:v8";
 import { parentPort, workerData } from "node:worker_threads";
 import { PortPeer, fromPortError } from "@sieve/kit";
 import type { ConsumedBatch, PartitionListener, QueueConsumer, QueuePosition } from "@sieve/queue";
 import { openStore } from "@sieve/storage";
 import { pino } from "pino";
-import { Registry } from "prom-client";
+import { Gauge, Registry } from "prom-client";
 import { IngesterError } from "./errors.js";
 import { Ingester } from "./ingester.js";
 import { IngesterMetrics } from "./metrics.js";
@@ -56,6 +57,20 @@ class PortConsumer implements QueueConsumer {
 const setup = workerData as IngestWorkerSetup;
 const port = parentPort!;
 const registry = new Registry();
+// The worker's own isolate: its heap is not the process's `nodejs_heap_*` (the main thread's).
+new Gauge({
+  name: "sieve_ingester_worker_heap_bytes",
+  help: "V8 heap of an ingest worker thread: used, total (reserved) and external (buffers)",
+  labelNames: ["worker", "kind"],
+  registers: [registry],
+  collect() {
+    const h = getHeapStatistics();
+    const worker = String(setup.index);
+    this.set({ worker, kind: "used" }, h.used_heap_size);
+    this.set({ worker, kind: "total" }, h.total_heap_size);
+    this.set({ worker, kind: "external" }, h.external_memory);
+  },
+});
 const logger = pino({ level: setup.logLevel, base: { ingesterWorker: setup.index } });
 // Queries in flight, by the main thread's call id, so that a `cancel` can end them.
 const running = new Map<number, AbortController>();

@@ -103,6 +103,13 @@ describe("the ingester on worker threads", () => {
     const text = await metricsText();
     expect(metricValue(text, "sieve_ingester_entries_appended_total")).toBe(16 * 50);
     expect(metricValue(text, "sieve_ingester_records_consumed_total")).toBe(16);
+    // Each worker's own heap, apart: both hold streams, so both hold more than nothing.
+    for (const worker of ["0", "1"]) {
+      const heap = (kind: string): number =>
+        metricValue(text, "sieve_ingester_worker_heap_bytes", `worker="${worker}",kind="${kind}"`);
+      expect(heap("used")).toBeGreaterThan(1_000_000);
+      expect(heap("total")).toBeGreaterThanOrEqual(heap("used"));
+    }
 
     const series = await ingester.series({ tenant: "team-a", start: T0, end: END });
     expect(series.map((s) => s.labels).sort()).toEqual(
