@@ -114,11 +114,12 @@ function shareCaches(setup: WorkerSetup, workers: number): WorkerSetup {
 const DEFAULT_WORKER_HEAP_MB = 1024;
 
 /**
- * The worker's script. piscina loads a JavaScript file: `dist/query-worker.js`, built by
- * `tsc -b` before tests run, reached from `src/` (vitest) and `dist/` alike because both
- * sit one level under the package.
+ * The worker's script. piscina loads a JavaScript file: `dist/query-worker-entry.cjs`
+ * (which imports `query-worker.js`; it says why), built by `tsc -b` before tests run,
+ * reached from `src/` (vitest) and `dist/` alike because both sit one level under the
+ * package.
  */
-const WORKER_URL = new URL("../dist/query-worker.js", import.meta.url);
+const WORKER_URL = new URL("../dist/query-worker-entry.cjs", import.meta.url);
 
 /**
  * A pool of query workers; see the file comment. `run` never rejects: a timeout is a 504,
