@@ -20,6 +20,7 @@ import {
   type Form,
 } from "./params.js";
 import { Querier } from "./querier.js";
+import { TENANT_SEPARATOR, routeMultiTenant } from "./multi-tenant.js";
 import { routeDetected } from "./routes-detected.js";
 import type { QueryStats } from "./stats.js";
 
@@ -134,6 +135,8 @@ const optionalQuery = (form: Form): string | undefined => {
 type Routed = { body: unknown; stats?: QueryStats; status?: number };
 
 async function route(querier: Querier, task: QueryTask, form: Form): Promise<Routed> {
+  // `a|b`: the HTTP layer let a read across tenants through (multiTenantQueriesEnabled).
+  if (task.tenant.includes(TENANT_SEPARATOR)) return routeMultiTenant(querier, task, form);
   const { tenant, flags } = task;
   const now = task.nowNs;
   switch (task.route) {

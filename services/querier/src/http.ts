@@ -1,5 +1,6 @@
 import Fastify from "fastify";
-import { requestTenant } from "@sieve/config";
+import { requestTenant, tenantIdError } from "@sieve/config";
+import { notFoundHandler } from "@sieve/kit";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
@@ -24,6 +25,11 @@ export type QueryRunner = { readonly querier: Querier } | { readonly pool: Query
 export type QuerierHttpDeps = QueryRunner & {
   /** Whether X-Scope-OrgID is required; off: every query is tenant `fake`. */
   readonly authEnabled: boolean;
+  /**
+   * Whether `X-Scope-OrgID: a|b` reads several tenants (with auth on; the querier's
+   * `multiTenantQueriesEnabled`). Off or absent: refused as an invalid tenant ID.
+   */
+  readonly multiTenantQueries?: boolean;
   /** Served at `/metrics` (when `serveOps` is not false). */
   readonly registry: Registry;
   readonly logger?: Logger;
@@ -32,6 +38,24 @@ export type QuerierHttpDeps = QueryRunner & {
   /** Whether the plugin serves `/metrics` and `/ready` (false when the host serves them). */
   readonly serveOps?: boolean;
 };
+
+/**
+ * `X-Scope-OrgID: a|b` as dskit's `tenant.TenantIDs` reads it: each ID valid, sorted and
+ * deduplicated, joined by `|` again (one ID left: that tenant alone). Undefined when the
+ * header names one tenant (read as usual).
+ */
+function requestTenants(
+  header: string | readonly string[] | undefined,
+): string | { status: number; message: string } | undefined {
+  const id = typeof header === "string" ? header : header?.[0];
+  if (id === undefined || !id.includes("|")) return undefined;
+  const ids = [...new Set(id.split("|"))].sort();
+  for (const one of ids) {
+    const error = tenantIdError(one);
+    if (error !== undefined) return { status: 400, message: error };
+  }
+  return ids.join("|");
+}
 
 /** Query string values and, for POST, form body values (Go's `r.Form`), URL-encoded. */
 function formOf(request: FastifyRequest): string {
@@ -83,6 +107,14 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
 
     /** The tenant, or the answer refusing the request. */
     const tenantOf = (request: FastifyRequest): string | QueryAnswer => {
+      if (deps.authEnabled && deps.multiTenantQueries === true) {
+        const several = requestTenants(request.headers["x-scope-orgid"]);
+        if (several !== undefined) {
+          return typeof several === "string"
+            ? several
+            : errorAnswer(several.status, several.message);
+        }
+      }
       const tenant = requestTenant(request.headers["x-scope-orgid"], deps.authEnabled);
       return typeof tenant === "string" ? tenant : errorAnswer(tenant.status, tenant.message);
     };
@@ -161,6 +193,7 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
  */
 export async function createQuerierServer(deps: QuerierHttpDeps): Promise<FastifyInstance> {
   const app = Fastify(deps.logger !== undefined ? { loggerInstance: deps.logger } : {});
+  app.setNotFoundHandler(notFoundHandler);
   await app.register(querierPlugin(deps));
   return app as unknown as FastifyInstance;
 }
