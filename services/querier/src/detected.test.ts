@@ -230,6 +230,17 @@ describe("formatQuery (Loki's format_query)", () => {
     expect(formatQuery(query)).toEqual({ body: { status: "success", data: formatted } });
   });
 
+  it("a long query is laid out over several lines, as Loki's Prettify", () => {
+    const selector =
+      '{app="checkout", namespace="production", cluster="eu-west-1", container="api"}';
+    expect(formatQuery(`${selector} |= "error" | logfmt | level="error"`)).toEqual({
+      body: {
+        status: "success",
+        data: `${selector}\n  |= "error"\n  | logfmt\n  | level="error"`,
+      },
+    });
+  });
+
   it("a parse error is a 400 invalid-query with LogQL's words", () => {
     const answer = formatQuery('{app="api"');
     expect(answer.status).toBe(400);

@@ -3,7 +3,7 @@
  * `detected_fields`, `detected_field/<name>/values` (see detected.ts) and `format_query`.
  * Kept apart from handler.ts so that the routes' table there only grows by its entries.
  */
-import { LogqlError, parseExpr, printExpr } from "@sieve/logql";
+import { LogqlError, parseExpr, prettyExpr } from "@sieve/logql";
 import {
   detectFieldValues,
   detectFields,
@@ -24,14 +24,14 @@ export interface DetectedRouted {
 }
 
 /**
- * Loki's `format_query` (`pkg/loki/format_query_handler.go`): the query parsed and printed
- * as `{"status":"success","data":"<formatted>"}`, or a 400 `{"status":"invalid-query",
- * "error":"<parse error>"}`. Sieve prints the canonical one-line form of its printer;
- * Loki's `Prettify` also breaks queries longer than 100 characters over several lines.
+ * Loki's `format_query` (`pkg/loki/format_query_handler.go`): the query parsed and laid out
+ * as Loki's `Prettify` does (`prettyExpr`: one line up to 100 characters, else broken and
+ * indented), `{"status":"success","data":"<formatted>"}`, or a 400 `{"status":"invalid-query",
+ * "error":"<parse error>"}`.
  */
 export function formatQuery(query: string): DetectedRouted {
   try {
-    return { body: { status: "success", data: printExpr(parseExpr(query)) } };
+    return { body: { status: "success", data: prettyExpr(parseExpr(query)) } };
   } catch (error) {
     if (!(error instanceof LogqlError) && !(error instanceof RangeError)) throw error;
     const message =
