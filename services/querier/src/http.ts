@@ -130,9 +130,13 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
         metrics.chunksFetched.inc(c.chunksFetched);
         metrics.bytesFetched.inc(c.bytesFetched);
         metrics.linesScanned.inc(c.linesScanned);
-        const tenant = { tenant: task.tenant };
-        metrics.bloomPrunedChunks.inc(tenant, c.chunksPruned);
-        metrics.falsePositiveChunks.inc(tenant, c.falsePositiveChunks);
+        // A read across tenants (`a|b`) has no one tenant to count for: its per-tenant
+        // counts are left out, so clients cannot mint a label value per tenant combination.
+        if (!task.tenant.includes("|")) {
+          const tenant = { tenant: task.tenant };
+          metrics.bloomPrunedChunks.inc(tenant, c.chunksPruned);
+          metrics.falsePositiveChunks.inc(tenant, c.falsePositiveChunks);
+        }
       }
       return answer;
     };
