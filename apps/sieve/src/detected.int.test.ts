@@ -521,3 +521,20 @@ describe("after a flush", () => {
     expect(await ask()).toEqual(before);
   });
 });
+
+describe("every role's server", () => {
+  it.each([
+    ["querier", { SIEVE_QUERIER_QUERY_STORE_ONLY: "true" }],
+    ["bloom-gateway", {}],
+  ] as const)("sieve %s answers Loki's 404 and serves buildinfo", async (role, env) => {
+    const alone = await spawnSieve([role, "--data-dir", join(dir, role)], env);
+    try {
+      const missing = await fetch(new URL("/loki/api/v1/nope", alone.url));
+      expect([missing.status, await missing.text()]).toEqual([404, "404 page not found\n"]);
+      const info = await get(alone.url, "/loki/api/v1/status/buildinfo", {}, {});
+      expect(info.json).toMatchObject({ version: expect.stringMatching(/^3\./) as unknown });
+    } finally {
+      await alone.stop();
+    }
+  });
+});
