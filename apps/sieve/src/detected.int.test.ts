@@ -164,6 +164,16 @@ describe("detected_labels", () => {
     });
   });
 
+  it("answers {} when no label is left, as Loki's JSON omits the empty list", async () => {
+    const a = await get(
+      sieve!.url,
+      "/loki/api/v1/detected_labels",
+      { query: '{app="nothing"}', ...WINDOW },
+      asTenant("team-a"),
+    );
+    expect([a.status, a.json]).toEqual([200, {}]);
+  });
+
   it("refuses a query that is not a selector with Loki's 400", async () => {
     const a = await get(
       sieve!.url,

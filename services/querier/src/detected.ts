@@ -276,6 +276,14 @@ export async function sampleLines(
   return answer.entries;
 }
 
+/**
+ * Loki's `detected_labels` body: `detectedLabels` only when there is one (Loki's JSON of
+ * the response message omits an empty list, as every repeated field without a `jsontag`).
+ */
+export function detectedLabelsBody(labels: { label: string; cardinality: number }[]): object {
+  return labels.length === 0 ? {} : { detectedLabels: labels };
+}
+
 /** Loki's `detected_fields` body: `fields` and `limit` only when there are fields. */
 export function detectedFieldsBody(fields: DetectedField[], fieldLimit: number): object {
   return fields.length === 0 ? {} : { fields, limit: fieldLimit };

@@ -17,6 +17,7 @@ import {
   detectFieldValues,
   detectFields,
   detectLabels,
+  detectedLabelsBody,
   detectedFieldsBody,
   detectedValuesBody,
   parseDetectedFieldsQuery,
@@ -238,7 +239,7 @@ export async function routeMultiTenant(
       const { start, end } = parseBounds(form, now);
       const query = form.get("query") ?? "";
       const series = await seriesAcross(querier, tenants, query ? [query] : [], start, end);
-      return { body: { detectedLabels: detectLabels(series) } };
+      return { body: detectedLabelsBody(detectLabels(series)) };
     }
     case "detected_fields":
     case "detected_field_values": {

@@ -8,6 +8,7 @@ import {
   detectFieldValues,
   detectFields,
   detectLabels,
+  detectedLabelsBody,
   detectedFieldsBody,
   detectedValuesBody,
   parseDetectedFieldsQuery,
@@ -61,7 +62,7 @@ export async function routeDetected(
       const { start, end } = parseBounds(form, task.nowNs);
       const query = form.get("query") ?? "";
       const series = await querier.series(tenant, query === "" ? [] : [query], start, end);
-      return { body: { detectedLabels: detectLabels(series) } };
+      return { body: detectedLabelsBody(detectLabels(series)) };
     }
     case "detected_fields": {
       const q = parseDetectedFieldsQuery(form, task.nowNs);
