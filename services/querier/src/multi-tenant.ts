@@ -37,6 +37,7 @@ import {
 } from "./params.js";
 import { Querier, TopEntries, parseSelector, type ResultEntry } from "./querier.js";
 import { formatQuery } from "./routes-detected.js";
+import { QueryError } from "./errors.js";
 import { QueryStats } from "./stats.js";
 import { TENANT_LABEL, splitTenantMatchers, tenantsOf } from "./multi-tenant-metric.js";
 
@@ -265,5 +266,11 @@ export async function routeMultiTenant(
     }
     case "format_query":
       return formatQuery(form.get("query") ?? "");
+    default:
+      // A route added later reads one tenant until it says how to merge several.
+      throw new QueryError(
+        "bad_request",
+        `${(task as { route: string }).route} does not read across tenants: name one tenant in X-Scope-OrgID`,
+      );
   }
 }
