@@ -1,5 +1,5 @@
 import Fastify from "fastify";
-import { requestTenant, tenantIdError } from "@sieve/config";
+import { requestTenant, requestTenants } from "@sieve/config";
 import { notFoundHandler } from "@sieve/kit";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
@@ -38,24 +38,6 @@ export type QuerierHttpDeps = QueryRunner & {
   /** Whether the plugin serves `/metrics` and `/ready` (false when the host serves them). */
   readonly serveOps?: boolean;
 };
-
-/**
- * `X-Scope-OrgID: a|b` as dskit's `tenant.TenantIDs` reads it: each ID valid, sorted and
- * deduplicated, joined by `|` again (one ID left: that tenant alone). Undefined when the
- * header names one tenant (read as usual).
- */
-function requestTenants(
-  header: string | readonly string[] | undefined,
-): string | { status: number; message: string } | undefined {
-  const id = typeof header === "string" ? header : header?.[0];
-  if (id === undefined || !id.includes("|")) return undefined;
-  const ids = [...new Set(id.split("|"))].sort();
-  for (const one of ids) {
-    const error = tenantIdError(one);
-    if (error !== undefined) return { status: 400, message: error };
-  }
-  return ids.join("|");
-}
 
 /** Query string values and, for POST, form body values (Go's `r.Form`), URL-encoded. */
 function formOf(request: FastifyRequest): string {
