@@ -22,6 +22,8 @@ import {
   type QueueWriter,
 } from "@sieve/queue";
 import { openStore as openStorage, type ObjectStore, type StoreConfig } from "@sieve/storage";
+import { notFoundHandler } from "@sieve/kit";
+import { registerBuildInfo } from "./buildinfo.js";
 import { checkTarget, type SieveConfig } from "./config.js";
 
 /** What `sieve <target>` can run. */
@@ -241,6 +243,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       const querierConfig = config.querier;
       const common = {
         authEnabled: querierConfig.authEnabled,
+        multiTenantQueries: querierConfig.multiTenantQueriesEnabled,
         registry,
         logger,
         serveOps: false,
@@ -277,7 +280,10 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       }
     }
 
+    registerBuildInfo(app);
     for (const server of separate ? [app, internal] : [app]) {
+      // Loki's (Go's) 404 for a path no component serves, not fastify's JSON.
+      server.setNotFoundHandler(notFoundHandler);
       server.get("/ready", async (_request, reply) => {
         const why = readiness.map((check) => check()).filter((r) => r !== undefined);
         return reply

@@ -30,5 +30,11 @@ export type {
 } from "./schema.js";
 export { markdownTable, optionRows, optionsTable } from "./docs.js";
 export type { OptionRow } from "./docs.js";
-export { FAKE_TENANT, MAX_TENANT_ID_LENGTH, requestTenant, tenantIdError } from "./tenant.js";
+export {
+  FAKE_TENANT,
+  MAX_TENANT_ID_LENGTH,
+  requestTenant,
+  requestTenants,
+  tenantIdError,
+} from "./tenant.js";
 export type { TenantRefusal } from "./tenant.js";

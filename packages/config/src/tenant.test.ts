@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { requestTenant, tenantIdError } from "./tenant.js";
+import { requestTenant, requestTenants, tenantIdError } from "./tenant.js";
 
 describe("tenantIdError (dskit tenant.ValidTenantID)", () => {
   it.each<[string, string | undefined]>([
@@ -32,5 +32,20 @@ describe("requestTenant (X-Scope-OrgID, as dskit's ExtractOrgID)", () => {
     ["a/b", true, { status: 400, message: "tenant ID 'a/b' contains unsupported character '/'" }],
   ])("%j with auth %s → %j", (header, authEnabled, want) => {
     expect(requestTenant(header, authEnabled)).toEqual(want);
+  });
+});
+
+describe("requestTenants (X-Scope-OrgID: a|b, as dskit's TenantIDs)", () => {
+  it.each<[string | string[] | undefined, ReturnType<typeof requestTenants>]>([
+    [undefined, undefined],
+    ["team-a", undefined],
+    ["b|a", "a|b"],
+    ["b|a|b", "a|b"],
+    ["a|a", "a"],
+    [["b|a", "c"], "a|b"],
+    ["a|", { status: 400, message: "no org id" }],
+    ["a|x/y", { status: 400, message: "tenant ID 'x/y' contains unsupported character '/'" }],
+  ])("%j → %j", (header, want) => {
+    expect(requestTenants(header)).toEqual(want);
   });
 });

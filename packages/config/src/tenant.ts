@@ -48,3 +48,22 @@ export function requestTenant(
   const error = tenantIdError(id);
   return error === undefined ? id : { status: 400, message: error };
 }
+
+/**
+ * The tenants of a read across tenants, from `X-Scope-OrgID: a|b` as dskit's
+ * `tenant.TenantIDs` reads it (the querier with `multiTenantQueriesEnabled`): every ID
+ * valid, sorted and deduplicated, joined by `|` again (`b|a|b` → `a|b`; one ID left: that
+ * tenant alone). Undefined when the header names no `|` (read it with {@link requestTenant}).
+ */
+export function requestTenants(
+  header: string | readonly string[] | undefined,
+): string | TenantRefusal | undefined {
+  const id = typeof header === "string" ? header : header?.[0];
+  if (id === undefined || !id.includes("|")) return undefined;
+  const ids = [...new Set(id.split("|"))].sort();
+  for (const one of ids) {
+    const error = tenantIdError(one);
+    if (error !== undefined) return { status: 400, message: error };
+  }
+  return ids.join("|");
+}

@@ -71,3 +71,19 @@ export function errorHandler(
     return reply.code(status).type(TEXT_ERROR_TYPE).send(textErrorBody(message));
   };
 }
+
+/** Go's `http.NotFound` body, which Loki answers for a path it does not serve. */
+export const NOT_FOUND_BODY = "404 page not found\n";
+
+/**
+ * A fastify not-found handler answering as Loki (Go's `http.NotFound`): 404, `text/plain;
+ * charset=utf-8`, `X-Content-Type-Options: nosniff`, `404 page not found`. Set it on every
+ * server (`app.setNotFoundHandler(notFoundHandler)`) instead of fastify's JSON default.
+ */
+export function notFoundHandler(_request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply
+    .code(404)
+    .type(TEXT_ERROR_TYPE)
+    .header("x-content-type-options", "nosniff")
+    .send(NOT_FOUND_BODY);
+}

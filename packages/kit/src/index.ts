@@ -11,7 +11,14 @@ export {
 } from "./deadline.js";
 export { SieveError, defineErrors, errorMessage, isHttpError, statusesOf } from "./errors.js";
 export type { ErrorSpec } from "./errors.js";
-export { TEXT_ERROR_TYPE, errorHandler, errorStatus, textErrorBody } from "./http.js";
+export {
+  NOT_FOUND_BODY,
+  TEXT_ERROR_TYPE,
+  errorHandler,
+  errorStatus,
+  notFoundHandler,
+  textErrorBody,
+} from "./http.js";
 export type { ErrorHandlerOptions } from "./http.js";
 export { PortPeer, Transfer, fromPortError, toPortError } from "./port.js";
 export type { PortError, PortLike, PortMethods } from "./port.js";

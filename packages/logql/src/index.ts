@@ -19,6 +19,7 @@ export {
 export { parseSyntax, type ParseOptions } from "./parser.js";
 export { validateExpr } from "./validate.js";
 export { printExpr, printSelector } from "./printer.js";
+export { prettyExpr, MAX_CHARS_PER_LINE } from "./pretty.js";
 export { matchesLabels } from "./matchers.js";
 
 /** Parses and validates a query (Loki's `ParseExpr`); throws {@link ParseError}. */

@@ -54,7 +54,8 @@ export function printSelector(matchers: readonly Matcher[]): string {
   return `{${matchers.map(printMatcher).join(", ")}}`;
 }
 
-function printLog(e: LogExpr): string {
+/** A log query on one line: its selector and its stages. */
+export function printLog(e: LogExpr): string {
   const sel = printSelector(e.matchers);
   return e.pipeline.length === 0 ? sel : `${sel} ${e.pipeline.map(printStage).join(" ")}`;
 }
@@ -121,7 +122,8 @@ export function printLabelFilter(f: LabelFilter): string {
   }
 }
 
-function printUnwrap(u: Unwrap): string {
+/** `| unwrap [conv(]label[)]` and its post-filters. */
+export function printUnwrap(u: Unwrap): string {
   const target = u.conversion === undefined ? u.label : `${u.conversion}(${u.label})`;
   return `| unwrap ${target}${u.postFilters.map((f) => ` | ${printLabelFilter(f)}`).join("")}`;
 }
@@ -134,11 +136,13 @@ function printRange(r: LogRange): string {
   return out;
 }
 
-function printGrouping(g: Grouping): string {
+/** `by (a, b)` or `without (a)`. */
+export function printGrouping(g: Grouping): string {
   return `${g.without ? "without" : "by"} (${g.labels.join(", ")})`;
 }
 
-function printSample(e: SampleExpr): string {
+/** A metric query on one line. */
+export function printSample(e: SampleExpr): string {
   switch (e.kind) {
     case "literal":
       return formatNumber(e.value);

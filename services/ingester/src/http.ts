@@ -1,6 +1,6 @@
 import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
-import { deadlineSignal, errorHandler } from "@sieve/kit";
+import { deadlineSignal, errorHandler, notFoundHandler } from "@sieve/kit";
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
 import {
@@ -238,6 +238,7 @@ export async function createIngesterServer(
   routes: IngesterRoutes = "all",
 ): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: logger });
+  app.setNotFoundHandler(notFoundHandler);
   await app.register(service.plugin({ routes }));
   return app as unknown as FastifyInstance;
 }

@@ -54,6 +54,12 @@ export interface QuerierConfig {
   readonly queryStoreOnly: boolean;
   /** Chunk fetches in flight per query (the bounded pool). */
   readonly maxConcurrentFetches: number;
+  /**
+   * Loki's `multi_tenant_queries_enabled`: with auth on, `X-Scope-OrgID: a|b` reads tenants
+   * `a` and `b` together, each stream and series labelled `__tenant_id__`. Off, such a
+   * header is refused (400) as an invalid tenant ID.
+   */
+  readonly multiTenantQueriesEnabled: boolean;
   /** Byte budget of the chunk cache (encoded chunk objects), shared by all queries. */
   readonly chunkCacheBytes: number;
   /** Byte budget of the index segment cache (by encoded size). */
@@ -76,6 +82,7 @@ export const DEFAULT_CONFIG: QuerierConfig = {
   authEnabled: false,
   queryStoreOnly: false,
   maxConcurrentFetches: 8,
+  multiTenantQueriesEnabled: false,
   chunkCacheBytes: 256 * 1024 * 1024,
   segmentCacheBytes: 64 * 1024 * 1024,
   workers: availableParallelism(),
@@ -108,6 +115,8 @@ const SCHEMA = defineSchema({
     queryStoreOnly:
       "`sieve querier` reads only the object store, on purpose (Loki's `query_store_only`); off, it needs `cluster.ingesterUrls`",
     maxConcurrentFetches: "chunk fetches in flight per query, ahead of the reader (bounded pool)",
+    multiTenantQueriesEnabled:
+      "with `authEnabled`, `X-Scope-OrgID: a|b` reads both tenants, each stream and series labelled `__tenant_id__` (Loki's `multi_tenant_queries_enabled`); off: refused with 400",
     chunkCacheBytes: "byte budget of the LRU of encoded chunks, shared by every query",
     segmentCacheBytes: "byte budget of the LRU of decoded index segments (by their encoded size)",
     workers: "worker threads running queries, one query each; 0: on the main thread",
@@ -151,4 +160,17 @@ export const loadConfig: SectionLoader<QuerierConfig> = sectionLoader(SCHEMA, va
 /** The limits of one tenant: the overrides over the defaults. */
 export function limitsFor(config: QuerierConfig, tenant: string): QueryLimits {
   return forTenant(config.limits, config.overrides, tenant);
+}
+
+/**
+ * The limits of a read across tenants: each the smallest positive one of `all` (0, no
+ * limit, only when every tenant has none), as Loki's `SmallestPositiveNonZeroIntPerTenant`.
+ */
+export function smallestLimits(all: readonly QueryLimits[]): QueryLimits {
+  const out: Record<string, number> = {};
+  for (const key of Object.keys(DEFAULT_QUERY_LIMITS) as (keyof QueryLimits)[]) {
+    const positive = all.map((l) => l[key]).filter((v) => v > 0);
+    out[key] = positive.length === 0 ? 0 : Math.min(...positive);
+  }
+  return out as unknown as QueryLimits;
 }

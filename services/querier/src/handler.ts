@@ -20,6 +20,8 @@ import {
   type Form,
 } from "./params.js";
 import { Querier } from "./querier.js";
+import { TENANT_SEPARATOR, routeMultiTenant } from "./multi-tenant.js";
+import { routeDetected } from "./routes-detected.js";
 import type { QueryStats } from "./stats.js";
 
 /** The routes under `/loki/api/v1/`, by the name a task carries. */
@@ -30,6 +32,10 @@ export const QUERY_ROUTES = {
   label_values: "/loki/api/v1/label/:name/values",
   series: "/loki/api/v1/series",
   index_stats: "/loki/api/v1/index/stats",
+  detected_labels: "/loki/api/v1/detected_labels",
+  detected_fields: "/loki/api/v1/detected_fields",
+  detected_field_values: "/loki/api/v1/detected_field/:name/values",
+  format_query: "/loki/api/v1/format_query",
 } as const;
 
 /** A route of {@link QUERY_ROUTES}. */
@@ -40,7 +46,7 @@ export interface QueryTask {
   readonly route: QueryRoute;
   /** The query string and form body, URL-encoded (Go's `r.Form`). */
   readonly form: string;
-  /** The `<name>` of `label/<name>/values`. */
+  /** The `<name>` of `label/<name>/values` and `detected_field/<name>/values`. */
   readonly labelName?: string;
   readonly tenant: string;
   /** Loki's response encoding flags the client asked for (`categorize-labels`). */
@@ -126,9 +132,11 @@ const optionalQuery = (form: Form): string | undefined => {
   return q === null || q === "" ? undefined : q;
 };
 
-type Routed = { body: unknown; stats?: QueryStats };
+type Routed = { body: unknown; stats?: QueryStats; status?: number };
 
 async function route(querier: Querier, task: QueryTask, form: Form): Promise<Routed> {
+  // `a|b`: the HTTP layer let a read across tenants through (multiTenantQueriesEnabled).
+  if (task.tenant.includes(TENANT_SEPARATOR)) return routeMultiTenant(querier, task, form);
   const { tenant, flags } = task;
   const now = task.nowNs;
   switch (task.route) {
@@ -222,6 +230,11 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
         throw new ParamError("end timestamp must not be before or equal to start time");
       return { body: await querier.indexStats(tenant, form.get("query") ?? "", start, end) };
     }
+    case "detected_labels":
+    case "detected_fields":
+    case "detected_field_values":
+    case "format_query":
+      return routeDetected(querier, task.route, task, form);
   }
 }
 
@@ -232,9 +245,9 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
  */
 export async function handleQuery(querier: Querier, task: QueryTask): Promise<QueryAnswer> {
   try {
-    const { body, stats } = await route(querier, task, new URLSearchParams(task.form));
+    const { body, stats, status } = await route(querier, task, new URLSearchParams(task.form));
     return {
-      status: 200,
+      status: status ?? 200,
       contentType: JSON_TYPE,
       body: JSON.stringify(body),
       ...(stats !== undefined && { counts: countsOf(stats) }),

@@ -1,5 +1,6 @@
 import Fastify from "fastify";
-import { requestTenant } from "@sieve/config";
+import { requestTenant, requestTenants } from "@sieve/config";
+import { notFoundHandler } from "@sieve/kit";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
@@ -24,6 +25,11 @@ export type QueryRunner = { readonly querier: Querier } | { readonly pool: Query
 export type QuerierHttpDeps = QueryRunner & {
   /** Whether X-Scope-OrgID is required; off: every query is tenant `fake`. */
   readonly authEnabled: boolean;
+  /**
+   * Whether `X-Scope-OrgID: a|b` reads several tenants (with auth on; the querier's
+   * `multiTenantQueriesEnabled`). Off or absent: refused as an invalid tenant ID.
+   */
+  readonly multiTenantQueries?: boolean;
   /** Served at `/metrics` (when `serveOps` is not false). */
   readonly registry: Registry;
   readonly logger?: Logger;
@@ -83,6 +89,14 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
 
     /** The tenant, or the answer refusing the request. */
     const tenantOf = (request: FastifyRequest): string | QueryAnswer => {
+      if (deps.authEnabled && deps.multiTenantQueries === true) {
+        const several = requestTenants(request.headers["x-scope-orgid"]);
+        if (several !== undefined) {
+          return typeof several === "string"
+            ? several
+            : errorAnswer(several.status, several.message);
+        }
+      }
       const tenant = requestTenant(request.headers["x-scope-orgid"], deps.authEnabled);
       return typeof tenant === "string" ? tenant : errorAnswer(tenant.status, tenant.message);
     };
@@ -98,9 +112,13 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
         metrics.chunksFetched.inc(c.chunksFetched);
         metrics.bytesFetched.inc(c.bytesFetched);
         metrics.linesScanned.inc(c.linesScanned);
-        const tenant = { tenant: task.tenant };
-        metrics.bloomPrunedChunks.inc(tenant, c.chunksPruned);
-        metrics.falsePositiveChunks.inc(tenant, c.falsePositiveChunks);
+        // A read across tenants (`a|b`) has no one tenant to count for: its per-tenant
+        // counts are left out, so clients cannot mint a label value per tenant combination.
+        if (!task.tenant.includes("|")) {
+          const tenant = { tenant: task.tenant };
+          metrics.bloomPrunedChunks.inc(tenant, c.chunksPruned);
+          metrics.falsePositiveChunks.inc(tenant, c.falsePositiveChunks);
+        }
       }
       return answer;
     };
@@ -161,6 +179,7 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
  */
 export async function createQuerierServer(deps: QuerierHttpDeps): Promise<FastifyInstance> {
   const app = Fastify(deps.logger !== undefined ? { loggerInstance: deps.logger } : {});
+  app.setNotFoundHandler(notFoundHandler);
   await app.register(querierPlugin(deps));
   return app as unknown as FastifyInstance;
 }

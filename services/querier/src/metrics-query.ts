@@ -30,6 +30,7 @@ import {
 import { QueryError } from "./errors.js";
 import { fetchInOrder, readChunk } from "./fetch.js";
 import { labelsKey, metadataRecord } from "./labels.js";
+import { collectAcrossTenants, TENANT_SEPARATOR, tenantsOf } from "./multi-tenant-metric.js";
 import { plan } from "./plan.js";
 
 /** A metric range query: steps from start to end inclusive. */
@@ -248,15 +249,11 @@ export async function evaluateMetric(
   let streams: StreamEntries[] = [];
   if (sels.length > 0) {
     const { back, minOffset } = lookback(expr);
-    streams = await collectStreams(
-      parts,
-      tenant,
-      sels,
-      start - back,
-      end - minOffset + 1n,
-      extractBloomTests(expr),
-      ctx,
-    );
+    const read = (t: string, s: readonly LogExpr[]) =>
+      collectStreams(parts, t, s, start - back, end - minOffset + 1n, extractBloomTests(expr), ctx);
+    streams = tenant.includes(TENANT_SEPARATOR)
+      ? await collectAcrossTenants(tenantsOf(tenant), sels, read)
+      : await read(tenant, sels);
   }
   const t0 = performance.now();
   let result: Matrix | Vector;

@@ -19,7 +19,7 @@ import {
   type Vector,
 } from "@sieve/logql";
 import { ObjectCache } from "./cache.js";
-import { limitsFor, type QuerierConfig, type QueryLimits } from "./config.js";
+import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
 import { QueryContext, type QuerierParts } from "./context.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
@@ -95,9 +95,13 @@ export class Querier {
     };
   }
 
-  /** The limits of `tenant`. */
+  /**
+   * The limits of `tenant`; of several (`a|b`, a multi-tenant read), each the smallest
+   * positive one of theirs, as Loki's `SmallestPositiveNonZero…PerTenant`.
+   */
   limits(tenant: string): QueryLimits {
-    return limitsFor(this.config, tenant);
+    if (!tenant.includes("|")) return limitsFor(this.config, tenant);
+    return smallestLimits(tenant.split("|").map((t) => limitsFor(this.config, t)));
   }
 
   /** Refuses a range longer than the tenant's `maxQueryLengthMs` (Loki's words). */
