@@ -45,7 +45,7 @@ function get(form: Form, key: string): string {
 const goQuote = (s: string): string => JSON.stringify(s);
 
 /** Go's `strconv.ParseInt(value, 10, 64)`; `fn` names the function in the error. */
-function goParseInt(value: string, fn = "ParseInt"): bigint {
+export function goParseInt(value: string, fn = "ParseInt"): bigint {
   if (!/^[+-]?\d+$/.test(value)) {
     throw new ParamError(`strconv.${fn}: parsing ${goQuote(value)}: invalid syntax`);
   }
@@ -172,7 +172,7 @@ export function parseSecondsOrDuration(value: string): bigint {
 }
 
 /** Loki's `limit`: default 100, a positive integer. */
-function parseLimit(form: Form): number {
+export function parseLimit(form: Form): number {
   const raw = get(form, "limit");
   if (raw === "") return DEFAULT_LIMIT;
   const n = goParseInt(raw, "Atoi");
