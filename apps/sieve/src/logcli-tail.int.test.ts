@@ -60,13 +60,13 @@ describe("logcli query --tail", () => {
     logcli.stdout!.on("data", (d: Buffer) => (out += d.toString()));
     logcli.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     await waitFor(
-      async () => (out.includes("before the tail") ? true : undefined),
+      () => Promise.resolve(out.includes("before the tail") ? true : undefined),
       `logcli to print the history (stderr: ${err})`,
     );
     expect(await tailsOpen()).toBe(1);
     await push("after the tail started");
     await waitFor(
-      async () => (out.includes("after the tail started") ? true : undefined),
+      () => Promise.resolve(out.includes("after the tail started") ? true : undefined),
       `logcli to print the live line (stderr: ${err})`,
     );
     expect(out.trim().split("\n")).toEqual(["before the tail", "after the tail started"]);

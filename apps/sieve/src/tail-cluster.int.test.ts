@@ -27,7 +27,7 @@ const RUN = randomBytes(4).toString("hex");
 const PARTITIONS = 4;
 const STREAMS = 4;
 const cluster = new Cluster();
-let dir: string;
+let dir: string | undefined;
 let s3: S3Client | undefined;
 let kafka: Kafka | undefined;
 let bucket = "";
@@ -213,12 +213,20 @@ describe("tail through sieve querier → sieve ingester (HTTP)", () => {
       for (const s of frame.streams)
         for (const v of s.values) lines.push({ pod: s.stream.pod!, line: v[1] });
     });
-    const closed = new Promise<number>((resolve) => ws.once("close", (code) => resolve(code)));
+    const closed = new Promise<number>((resolve) =>
+      ws.once("close", (code) => {
+        resolve(code);
+      }),
+    );
     await new Promise<void>((resolve, reject) => {
-      ws.once("open", () => resolve());
+      ws.once("open", () => {
+        resolve();
+      });
       ws.once("error", reject);
     });
-    await waitFor("the history lines", async () => (lines.length >= STREAMS ? true : undefined));
+    await waitFor("the history lines", () =>
+      Promise.resolve(lines.length >= STREAMS ? true : undefined),
+    );
     // The history, oldest first (the pods' lines differ by their last nanoseconds).
     expect(lines.map((l) => l.line)).toEqual(["history 0", "history 1", "history 2", "history 3"]);
 
@@ -237,7 +245,7 @@ describe("tail through sieve querier → sieve ingester (HTTP)", () => {
     }
     await waitFor(
       "every live line",
-      async () => (lines.length >= STREAMS * (ROUNDS + 1) ? true : undefined),
+      () => Promise.resolve(lines.length >= STREAMS * (ROUNDS + 1) ? true : undefined),
       60_000,
     );
     await new Promise((resolve) => setTimeout(resolve, 300));

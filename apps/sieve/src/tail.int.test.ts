@@ -30,11 +30,15 @@ class TailClient {
     this.ws = new WebSocket(url);
     this.ws.on("message", (data: Buffer) => this.frames.push(JSON.parse(data.toString()) as Frame));
     this.opened = new Promise((resolve, reject) => {
-      this.ws.once("open", () => resolve());
+      this.ws.once("open", () => {
+        resolve();
+      });
       this.ws.once("error", reject);
     });
     this.closed = new Promise((resolve) => {
-      this.ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() }));
+      this.ws.once("close", (code, reason) => {
+        resolve({ code, reason: reason.toString() });
+      });
     });
   }
 
@@ -43,7 +47,10 @@ class TailClient {
   }
 
   waitLines(n: number, what: string): Promise<string[]> {
-    return waitFor(async () => (this.lines().length >= n ? this.lines() : undefined), what);
+    return waitFor(
+      () => Promise.resolve(this.lines().length >= n ? this.lines() : undefined),
+      what,
+    );
   }
 }
 
@@ -146,12 +153,16 @@ describe("tail over WebSocket (sieve all)", () => {
         const url = new URL("/loki/api/v1/tail", sieve!.url.replace(/^http/, "ws"));
         for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
         const ws = new WebSocket(url);
-        ws.on("open", () => reject(new Error("upgraded")));
+        ws.on("open", () => {
+          reject(new Error("upgraded"));
+        });
         ws.on("error", () => undefined);
         ws.on("unexpected-response", (_request, response) => {
           let body = "";
           response.on("data", (chunk: Buffer) => (body += chunk.toString()));
-          response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
+          response.on("end", () => {
+            resolve({ status: response.statusCode ?? 0, body });
+          });
         });
       });
     expect(await refused({ query: '{app="x"}', delay_for: "6" })).toEqual({

@@ -294,10 +294,14 @@ async function serveTail(
     raw.write(frame);
   };
   const tail = ingester.tail(req, {
-    entries: (stream) => write(encodeQueryResponse([stream])),
+    entries: (stream) => {
+      write(encodeQueryResponse([stream]));
+    },
     ended: end,
   });
-  const keepalive = setInterval(() => write(new Uint8Array(0)), TAIL_KEEPALIVE_MS);
+  const keepalive = setInterval(() => {
+    write(new Uint8Array(0));
+  }, TAIL_KEEPALIVE_MS);
   keepalive.unref();
   try {
     await tail.held;
@@ -305,6 +309,8 @@ async function serveTail(
     end();
     throw error;
   }
+  // Set by the sink while the tail was being held.
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition
   if (done) throw new IngesterError("not_ready", "the tail ended before it was held");
   reply.hijack();
   raw.on("close", end);

@@ -59,7 +59,7 @@ export class Tails {
     try {
       expr = parseLogQuery(req.selector);
     } catch (error) {
-      const held = Promise.reject(error as Error);
+      const held = Promise.reject(error instanceof Error ? error : new Error(String(error)));
       held.catch(() => undefined); // the caller awaits it; never an unhandled rejection
       return { held, close: () => undefined };
     }
@@ -71,7 +71,12 @@ export class Tails {
     let set = this.byTenant.get(req.tenant);
     if (set === undefined) this.byTenant.set(req.tenant, (set = new Set()));
     set.add(tailer);
-    return { held: Promise.resolve(), close: () => this.remove(req.tenant, tailer) };
+    return {
+      held: Promise.resolve(),
+      close: () => {
+        this.remove(req.tenant, tailer);
+      },
+    };
   }
 
   private remove(tenant: string, tailer: Tailer): void {

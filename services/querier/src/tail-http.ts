@@ -9,12 +9,11 @@
  * The tail itself lives on the main thread: it is a subscription, not a computation (the
  * ingesters run its pipeline), and it lasts as long as its socket.
  */
-import websocket from "@fastify/websocket";
+import websocket, { type WebSocket } from "@fastify/websocket";
 import { requestTenant } from "@sieve/config";
 import { TEXT_ERROR_TYPE, textErrorBody } from "@sieve/kit";
 import type { IngesterTailer } from "@sieve/proto";
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
-import type { WebSocket } from "ws";
 import { limitsFor, type QuerierConfig } from "./config.js";
 import { QueryError, maxEntriesLimit } from "./errors.js";
 import type { QueryAnswer, QueryTask } from "./handler.js";
@@ -130,8 +129,7 @@ export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
       const count = (open.get(tenant) ?? 0) + 1;
       open.set(tenant, count);
       metrics?.tailsActive.inc();
-      let ping: NodeJS.Timeout | undefined;
-      let maxDuration: NodeJS.Timeout | undefined;
+      const timers: { ping?: NodeJS.Timeout; maxDuration?: NodeJS.Timeout } = {};
       const session = new TailSession(socket, {
         delayForNs: BigInt(q.delayForS) * 1_000_000_000n,
         categorize: flags.length > 0,
@@ -144,7 +142,9 @@ export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
           metrics?.tailsClosed.inc({ reason });
           request.log.info({ tenant, query: q.query, reason: text }, "tail closed");
           // A client that does not read its close frame either is cut.
-          setTimeout(() => socket.terminate(), CLOSE_GRACE_MS).unref();
+          setTimeout(() => {
+            socket.terminate();
+          }, CLOSE_GRACE_MS).unref();
         },
         onDropped: () => metrics?.tailDroppedLines.inc(),
       });
@@ -163,8 +163,8 @@ export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
       socket.on("close", () => {
         session.stop();
         tail.close();
-        clearInterval(ping);
-        clearTimeout(maxDuration);
+        clearInterval(timers.ping);
+        clearTimeout(timers.maxDuration);
         const left = (open.get(tenant) ?? 1) - 1;
         if (left > 0) open.set(tenant, left);
         else open.delete(tenant);
@@ -176,13 +176,17 @@ export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
         return;
       }
       request.log.info({ tenant, query: q.query }, "starting to tail logs");
-      ping = setInterval(() => {
+      const ping = setInterval(() => {
         if (session.check()) socket.ping();
       }, PING_MS);
       ping.unref();
+      timers.ping = ping;
       if (config.tailMaxDurationMs > 0) {
-        maxDuration = setTimeout(() => session.close("max_duration"), config.tailMaxDurationMs);
+        const maxDuration = setTimeout(() => {
+          session.close("max_duration");
+        }, config.tailMaxDurationMs);
         maxDuration.unref();
+        timers.maxDuration = maxDuration;
       }
       try {
         await tail.held;

@@ -308,10 +308,12 @@ export class TailSession {
     this.emit(lines.slice(0, n));
     this.pending = lines.slice(n);
     const next = this.pending[0];
-    if (next !== undefined && !this.closed) {
+    if (next !== undefined && !this.ended) {
       const waitNs = next.ts + this.options.delayForNs - this.options.nowNs();
       const waitMs = Math.min(1000, Math.max(1, Number(waitNs / 1_000_000n) + 1));
-      this.timer = setTimeout(() => this.release(), waitMs);
+      this.timer = setTimeout(() => {
+        this.release();
+      }, waitMs);
     }
   }
 
