@@ -227,11 +227,18 @@ function internalRoutes(
     await ingester.flushAll("forced");
     return reply.code(204).send();
   });
+  // The tails being answered: ended before the server closes, which waits for every
+  // answer to end (a tail's never does by itself).
+  const tails = new Set<() => void>();
+  app.addHook("preClose", (done) => {
+    for (const end of [...tails]) end();
+    done();
+  });
   app.post("/ingester/v1/tail", { logLevel: "warn" }, async (request, reply) => {
     const req = decodeBody(request.body, decodeTailRequest);
     checkTenant(request, req.tenant);
     if (!ingester.serving) throw new IngesterError("not_ready");
-    await serveTail(ingester, req, reply);
+    await serveTail(ingester, req, reply, tails);
   });
 }
 
@@ -264,6 +271,7 @@ async function serveTail(
   ingester: IngesterHandle,
   req: { tenant: string; selector: string },
   reply: FastifyReply,
+  open: Set<() => void>,
 ): Promise<void> {
   const raw = reply.raw;
   /** Frames that came before every worker held the tail: sent after the headers. */
@@ -273,6 +281,7 @@ async function serveTail(
   const end = (): void => {
     if (done) return;
     done = true;
+    open.delete(end);
     clearInterval(keepalive);
     tail.close();
     if (early === undefined) raw.end();
@@ -299,6 +308,7 @@ async function serveTail(
     },
     ended: end,
   });
+  open.add(end);
   const keepalive = setInterval(() => {
     write(new Uint8Array(0));
   }, TAIL_KEEPALIVE_MS);
