@@ -12,7 +12,7 @@
 import websocket, { type WebSocket } from "@fastify/websocket";
 import { requestTenant } from "@sieve/config";
 import { TEXT_ERROR_TYPE, textErrorBody } from "@sieve/kit";
-import type { IngesterTailer } from "@sieve/proto";
+import type { IngesterTail, IngesterTailer } from "@sieve/proto";
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { limitsFor, type QuerierConfig } from "./config.js";
 import { QueryError, maxEntriesLimit } from "./errors.js";
@@ -148,21 +148,10 @@ export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
         },
         onDropped: () => metrics?.tailDroppedLines.inc(),
       });
-      const tail = deps.tailer.tail(
-        { tenant, selector: q.query },
-        {
-          entries: (stream) => {
-            session.live(stream);
-          },
-          ended: (error) => {
-            request.log.warn({ err: error, tenant }, "the ingesters ended a tail");
-            session.close("ingesters_closed");
-          },
-        },
-      );
+      const timersAndTail: { tail?: IngesterTail } = {};
       socket.on("close", () => {
         session.stop();
-        tail.close();
+        timersAndTail.tail?.close();
         clearInterval(timers.ping);
         clearTimeout(timers.maxDuration);
         const left = (open.get(tenant) ?? 1) - 1;
@@ -175,6 +164,19 @@ export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
         session.close("too_many_tails", tooManyTails(count, max));
         return;
       }
+      const tail = deps.tailer.tail(
+        { tenant, selector: q.query },
+        {
+          entries: (stream) => {
+            session.live(stream);
+          },
+          ended: (error) => {
+            request.log.warn({ err: error, tenant }, "the ingesters ended a tail");
+            session.close("ingesters_closed");
+          },
+        },
+      );
+      timersAndTail.tail = tail;
       request.log.info({ tenant, query: q.query }, "starting to tail logs");
       const ping = setInterval(() => {
         if (session.check()) socket.ping();
