@@ -241,3 +241,32 @@ describe("tail over WebSocket (sieve all)", () => {
     expect(tail.lines().length).toBeLessThan(400);
   }, 60_000);
 });
+
+describe("tail max duration", () => {
+  let own: SieveProcess | undefined;
+  let ownDir: string | undefined;
+  afterAll(async () => {
+    await own?.stop();
+    if (ownDir !== undefined) await rm(ownDir, { recursive: true, force: true });
+  }, 30_000);
+
+  it("closes a tail open longer than tailMaxDurationMs with Loki's words", async () => {
+    ownDir = await mkdtemp(join(tmpdir(), "sieve-tail-max-"));
+    own = await spawnSieve(["all", "--data-dir", ownDir], {
+      SIEVE_QUERIER_TAIL_MAX_DURATION_MS: "1500",
+      SIEVE_QUERIER_WORKERS: "1",
+      SIEVE_INGESTER_WORKERS: "1",
+    });
+    const url = new URL("/loki/api/v1/tail", own.url.replace(/^http/, "ws"));
+    url.searchParams.set("query", '{app="max"}');
+    const started = Date.now();
+    const ws = new WebSocket(url);
+    const closed = await new Promise<{ code: number; reason: string }>((resolve) => {
+      ws.once("close", (code, reason) => {
+        resolve({ code, reason: reason.toString() });
+      });
+    });
+    expect(closed).toEqual({ code: 1011, reason: "reached tail max duration limit" });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1400);
+  }, 60_000);
+});
