@@ -267,4 +267,35 @@ describe("tail through sieve querier → sieve ingester (HTTP)", () => {
     ws.close(1000);
     expect(await closed).toBe(1000);
   }, 120_000);
+
+  test("an ingester going away ends the tail with Loki's close reason", async () => {
+    if (setupError !== undefined) throw setupError;
+    const url = new URL("/loki/api/v1/tail", querier.url.replace(/^http/, "ws"));
+    url.searchParams.set("query", '{app="ct"}');
+    const ws = new WebSocket(url);
+    const closed = new Promise<{ code: number; reason: string }>((resolve) => {
+      ws.once("close", (code, reason) => {
+        resolve({ code, reason: reason.toString() });
+      });
+    });
+    // A line pushed once the tail is open arrives: both ingesters hold it.
+    const seen: string[] = [];
+    ws.on("message", (data: Buffer) => {
+      seen.push(data.toString());
+    });
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => {
+        resolve();
+      });
+      ws.once("error", reject);
+    });
+    await waitFor("the tail to carry a new line", async () => {
+      await pushRound(Date.now(), (s) => `probe ${s}`);
+      return seen.some((f) => f.includes("probe")) ? true : undefined;
+    });
+    const code = await ingesters[1]!.stop(10_000);
+    console.log("DEBUG", code, ingesters[1]!.output().split("\n").slice(-25).join("\n"));
+    expect(code).toBe(0);
+    expect(await closed).toEqual({ code: 1011, reason: "all ingesters closed the connection" });
+  }, 60_000);
 });

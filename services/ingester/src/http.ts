@@ -324,7 +324,9 @@ async function serveTail(
   if (done) throw new IngesterError("not_ready", "the tail ended before it was held");
   reply.hijack();
   raw.on("close", end);
-  raw.writeHead(200, { "content-type": PROTOBUF_TYPE });
+  // A tail's connection is not reused: closed with its answer, so that a server closing
+  // (which ends the tails first) does not wait for it as an idle keep-alive connection.
+  raw.writeHead(200, { "content-type": PROTOBUF_TYPE, connection: "close" });
   const first = early;
   early = undefined;
   raw.write(tailFrame(new Uint8Array(0)));
