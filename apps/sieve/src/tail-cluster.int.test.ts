@@ -293,9 +293,8 @@ describe("tail through sieve querier → sieve ingester (HTTP)", () => {
       await pushRound(Date.now(), (s) => `probe ${s}`);
       return seen.some((f) => f.includes("probe")) ? true : undefined;
     });
-    const code = await ingesters[1]!.stop(10_000);
-    console.log("DEBUG", code, ingesters[1]!.output().split("\n").slice(-25).join("\n"));
-    expect(code).toBe(0);
+    // A graceful stop ends the tails it answers, and is not held up by them.
+    expect(await ingesters[1]!.stop(10_000)).toBe(0);
     expect(await closed).toEqual({ code: 1011, reason: "all ingesters closed the connection" });
   }, 60_000);
 });
