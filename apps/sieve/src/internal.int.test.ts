@@ -59,11 +59,12 @@ describe("sieve all with server.internalPort", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sieve-internal-"));
     sieve = await spawnSieve(["all", "--data-dir", dir], { SIEVE_INTERNAL_PORT: "0" });
-  });
+  }, 60_000);
+  // A graceful stop flushes on every ingest worker: beside other suites it can pass 10 s.
   afterAll(async () => {
     await sieve.stop();
     await rm(dir, { recursive: true, force: true });
-  });
+  }, 30_000);
 
   it("listens on two ports", () => {
     expect(sieve.internalUrl).not.toBe(sieve.url);
