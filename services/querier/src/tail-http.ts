@@ -32,6 +32,13 @@ const PING_MS = 1000;
 /** After a slow reader's close frame, how long it has to read it before the socket is cut. */
 const CLOSE_GRACE_MS = 1000;
 
+/**
+ * Most lines a tail holds waiting (for the history, or their `delay_for`): past it the
+ * oldest go out early, so a tail's memory does not follow a tenant's `limit`, which may be
+ * unbounded (`maxEntriesLimitPerQuery` 0). Loki holds 10 responses of 100 lines.
+ */
+const MAX_PENDING_ENTRIES = 10_000;
+
 /** What a client may send on the socket (nothing is read): small. */
 const MAX_CLIENT_MESSAGE_BYTES = 4096;
 
@@ -134,7 +141,8 @@ export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
         delayForNs: BigInt(q.delayForS) * 1_000_000_000n,
         categorize: flags.length > 0,
         maxBufferedBytes: config.tailMaxBufferedBytes,
-        maxPendingEntries: 10 * q.limit + 1000,
+        // Lines held for the history or their delay: ten times `limit`, within constants.
+        maxPendingEntries: Math.max(1000, Math.min(10 * q.limit, MAX_PENDING_ENTRIES)),
         slowReaderMs: config.tailSlowReaderMs,
         nowNs,
         nowMs: () => performance.now(),
