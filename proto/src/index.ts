@@ -36,6 +36,8 @@ export {
   decodeSeriesRequest,
   encodeSeriesResponse,
   decodeSeriesResponse,
+  encodeTailRequest,
+  decodeTailRequest,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,
@@ -45,6 +47,10 @@ export type {
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterTail,
+  IngesterTailer,
+  IngesterTailRequest,
+  IngesterTailSink,
 } from "./ingester.js";
 export {
   decodePushRaw,

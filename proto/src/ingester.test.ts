@@ -7,10 +7,12 @@ import {
   decodeQueryResponse,
   decodeSeriesRequest,
   decodeSeriesResponse,
+  decodeTailRequest,
   encodeQueryRequest,
   encodeQueryResponse,
   encodeSeriesRequest,
   encodeSeriesResponse,
+  encodeTailRequest,
 } from "./ingester.js";
 import type { IngesterQueryRequest, IngesterStream } from "./ingester.js";
 
@@ -148,5 +150,18 @@ describe("ingester messages", () => {
     const cut = bytes.subarray(0, bytes.length - 3);
     expect(() => decodeQueryResponse(Buffer.from(cut))).toThrow(ProtoError);
     expect(() => decodeSeriesResponse(Buffer.from(Uint8Array.of(0x0a, 0x05)))).toThrow(ProtoError);
+  });
+});
+
+describe("tail request", () => {
+  test("carries the tenant and the selector, and is refused without them", () => {
+    const req = { tenant: "t1", selector: '{app="api"} |= "x"' };
+    expect(decodeTailRequest(encodeTailRequest(req))).toEqual(req);
+    expect(() => decodeTailRequest(encodeTailRequest({ tenant: "", selector: '{a="b"}' }))).toThrow(
+      /tenant is empty/,
+    );
+    expect(() => decodeTailRequest(encodeTailRequest({ tenant: "t", selector: "" }))).toThrow(
+      /selector is empty/,
+    );
   });
 });

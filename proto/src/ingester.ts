@@ -283,3 +283,68 @@ export function decodeSeriesResponse(bytes: Uint8Array): IngesterSeries[] {
   const w = decodeWith(SeriesResponseType, bytes) as { series: WireSeries[] };
   return w.series.map((s) => ({ labels: s.labels, fingerprint: toBigInt(s.fingerprint, false) }));
 }
+
+// --- tail: live entries pushed from the ingesters to a tailing querier ------------------
+
+/**
+ * A tail's subscription at an ingester (Loki's `TailRequest`): from the moment it is
+ * held, every entry the ingester appends to a matching stream of `tenant` is run through
+ * the query's pipeline there and pushed to the querier. Over HTTP it is a QueryRequest
+ * whose range, direction and limit are unused (see `encodeTailRequest`).
+ */
+export interface IngesterTailRequest {
+  readonly tenant: string;
+  /** The log query, as {@link IngesterQueryRequest.selector}. */
+  readonly selector: string;
+}
+
+/** Where an ingester's tail delivers. Called on the thread that asked for the tail. */
+export interface IngesterTailSink {
+  /** New entries of one stream, after the pipeline, in the order they were appended. */
+  entries(stream: IngesterStream): void;
+  /**
+   * The tail ended on the ingesters' side (one went away, refused or gave up on a querier
+   * that does not read): no more entries will come. Not called after `close()`.
+   */
+  ended(error: Error): void;
+}
+
+/** A tail held by the ingesters. */
+export interface IngesterTail {
+  /**
+   * Resolves once every ingester holds the subscription: an entry appended after that is
+   * pushed to the sink, so a query started then misses nothing in between. Rejects when
+   * one refuses it (a bad selector: `invalid_selector`).
+   */
+  readonly held: Promise<void>;
+  /** Ends the tail on every ingester. Idempotent. */
+  close(): void;
+}
+
+/**
+ * What a tailing querier asks of the ingesters (Loki's `Querier.Tail` on its ingesters):
+ * `@sieve/ingester`'s `Ingester` and its worker threads in process, or its
+ * `IngesterHttpClient` over HTTP. Always on the main thread, never in a query worker: a
+ * tail lives as long as its WebSocket.
+ */
+export interface IngesterTailer {
+  tail(req: IngesterTailRequest, sink: IngesterTailSink): IngesterTail;
+}
+
+/** Encodes a tail request: a QueryRequest carrying only the tenant and the selector. */
+export function encodeTailRequest(req: IngesterTailRequest): Uint8Array {
+  return encodeQueryRequest({
+    tenant: req.tenant,
+    selector: req.selector,
+    start: 0n,
+    end: 0n,
+    direction: "forward",
+    limit: 0,
+  });
+}
+
+/** Decodes and checks a tail request; throws a ProtoError `malformed_protobuf`. */
+export function decodeTailRequest(bytes: Uint8Array): IngesterTailRequest {
+  const { tenant, selector } = decodeQueryRequest(bytes);
+  return { tenant, selector };
+}

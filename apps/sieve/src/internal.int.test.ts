@@ -4,7 +4,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { decodeQueryResponse, encodeQueryRequest } from "@sieve/proto";
+import { decodeQueryResponse, encodeQueryRequest, encodeTailRequest } from "@sieve/proto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnSieve, type SieveProcess } from "./sieve.test-helper.js";
 
@@ -35,6 +35,13 @@ async function post(base: string, path: string, body: string | Uint8Array): Prom
   return response.status;
 }
 
+/** The first chunk of a streamed body. */
+async function readFirst(response: Response): Promise<ArrayBuffer> {
+  const reader = response.body!.getReader();
+  const { value } = (await reader.read()) as { value?: Uint8Array };
+  return (value ?? new Uint8Array(0)).slice().buffer;
+}
+
 async function pushOne(base: string): Promise<void> {
   const ts = String(BigInt(Date.now()) * 1_000_000n);
   const response = await fetch(new URL("/loki/api/v1/push", base), {
@@ -52,11 +59,12 @@ describe("sieve all with server.internalPort", () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sieve-internal-"));
     sieve = await spawnSieve(["all", "--data-dir", dir], { SIEVE_INTERNAL_PORT: "0" });
-  });
+  }, 60_000);
+  // A graceful stop flushes on every ingest worker: beside other suites it can pass 10 s.
   afterAll(async () => {
     await sieve.stop();
     await rm(dir, { recursive: true, force: true });
-  });
+  }, 30_000);
 
   it("listens on two ports", () => {
     expect(sieve.internalUrl).not.toBe(sieve.url);
@@ -86,6 +94,28 @@ describe("sieve all with server.internalPort", () => {
     }
     const labels = await fetch(new URL("/loki/api/v1/labels", sieve.internalUrl));
     expect(labels.status).toBe(404);
+  });
+
+  it("serves the ingester's tail only on the internal port", async () => {
+    const body = encodeTailRequest({ tenant: "fake", selector: '{app="internal"}' });
+    const abort = new AbortController();
+    const ask = (base: string) =>
+      fetch(new URL("/ingester/v1/tail", base), {
+        method: "POST",
+        headers: { "content-type": PROTOBUF, "x-scope-orgid": "fake" },
+        body,
+        signal: abort.signal,
+      });
+    const refused = await ask(sieve.url);
+    await refused.arrayBuffer();
+    expect(refused.status).toBe(404);
+    // A streamed answer: its first frame (empty: the tail is held) is all this reads; the
+    // abort ends it (a `break` out of the body's iterator waits for an end that never comes).
+    const held = await ask(sieve.internalUrl);
+    expect(held.status).toBe(200);
+    const first = new Uint8Array(await readFirst(held));
+    abort.abort();
+    expect([...first.subarray(0, 4)]).toEqual([0, 0, 0, 0]);
   });
 });
 

@@ -241,12 +241,19 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
 
     if (wants("querier")) {
       const querierConfig = config.querier;
+      // Tails are held on the main thread: by this process's ingester, or the cluster's.
+      const tailer =
+        ingester ??
+        (config.cluster.ingesterUrls.length > 0
+          ? new IngesterHttpClient({ urls: config.cluster.ingesterUrls })
+          : undefined);
       const common = {
         authEnabled: querierConfig.authEnabled,
         multiTenantQueries: querierConfig.multiTenantQueriesEnabled,
         registry,
         logger,
         serveOps: false,
+        ...(tailer !== undefined && { tailer }),
       } as const;
       if (querierConfig.workers > 0) {
         // Queries run on worker threads (issue 10): each worker opens the store and, with

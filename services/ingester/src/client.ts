@@ -5,6 +5,7 @@ import {
   decodeSeriesResponse,
   encodeQueryRequest,
   encodeSeriesRequest,
+  encodeTailRequest,
 } from "@sieve/proto";
 import type {
   IngesterCallOptions,
@@ -13,6 +14,10 @@ import type {
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterTail,
+  IngesterTailer,
+  IngesterTailRequest,
+  IngesterTailSink,
 } from "@sieve/proto";
 import { IngesterError } from "./errors.js";
 import type { IngesterErrorCode } from "./errors.js";
@@ -46,7 +51,7 @@ export interface IngesterHttpClientOptions {
  * ingester (each owns different partitions) and concatenates their answers. Any failure fails the call (`upstream`):
  * an ingester's unflushed data cannot be read anywhere else.
  */
-export class IngesterHttpClient implements IngesterQuerier {
+export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
   private readonly urls: readonly string[];
   private readonly timeoutMs: number;
 
@@ -132,5 +137,121 @@ export class IngesterHttpClient implements IngesterQuerier {
       ),
     );
     return answers.flat();
+  }
+
+  /**
+   * Holds a tail on every ingester (`POST /ingester/v1/tail`, a streamed answer of
+   * length-prefixed frames): `held` resolves once each answered its first, empty frame.
+   * One ingester's tail failing or ending ends the whole tail (`sink.ended`, once): its
+   * entries cannot come from anywhere else.
+   */
+  tail(req: IngesterTailRequest, sink: IngesterTailSink): IngesterTail {
+    const abort = new AbortController();
+    const body = encodeTailRequest(req);
+    let closed = false;
+    const end = (error: Error): void => {
+      if (closed) return;
+      closed = true;
+      abort.abort();
+      sink.ended(error);
+    };
+    const each = this.urls.map(
+      (url) =>
+        new Promise<void>((resolve, reject) => {
+          readTail(url, req.tenant, body, abort.signal, sink, resolve).then(
+            () => {
+              reject(new IngesterError("upstream", `${url}: the tail ended`));
+              end(new IngesterError("upstream", `${url}: the tail ended`));
+            },
+            (error: unknown) => {
+              const e = closed ? new IngesterError("canceled") : (error as Error);
+              reject(e);
+              end(e);
+            },
+          );
+        }),
+    );
+    const held = Promise.all(each).then(() => undefined);
+    held.catch(() => undefined); // the caller awaits it; never an unhandled rejection
+    return {
+      held,
+      close: () => {
+        closed = true;
+        abort.abort();
+      },
+    };
+  }
+}
+
+/**
+ * Reads one ingester's tail: calls `held` at its first (empty) frame, then hands each
+ * frame's streams to `sink`. Resolves when the ingester ends the answer; rejects on a
+ * refusal (the ingester's code, as {@link IngesterHttpClient.query} reads it) or an error.
+ */
+async function readTail(
+  url: string,
+  tenant: string,
+  body: Uint8Array,
+  signal: AbortSignal,
+  sink: IngesterTailSink,
+  held: () => void,
+): Promise<void> {
+  let response: Response;
+  try {
+    response = await fetch(`${url}/ingester/v1/tail`, {
+      method: "POST",
+      headers: { "content-type": PROTOBUF_TYPE, "x-scope-orgid": tenant },
+      body,
+      signal,
+    });
+  } catch (error) {
+    throw new IngesterError("upstream", `${url}: ${(error as Error).message}`, { cause: error });
+  }
+  if (!response.ok || response.body === null) {
+    const text = await response.text().catch(() => "");
+    let code: string | undefined;
+    try {
+      code = (JSON.parse(text) as { code?: string }).code;
+    } catch {
+      // not our JSON error
+    }
+    if (code !== undefined && PASSED_THROUGH.has(code)) {
+      throw new IngesterError(code as IngesterErrorCode, `${url}: ${text}`);
+    }
+    throw new IngesterError("upstream", `${url}: ${response.status} ${text.slice(0, 512)}`);
+  }
+  let buffered = new Uint8Array(0);
+  let first = true;
+  try {
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      const joined = new Uint8Array(buffered.length + chunk.length);
+      joined.set(buffered);
+      joined.set(chunk, buffered.length);
+      let at = 0;
+      while (joined.length - at >= 4) {
+        const length = new DataView(joined.buffer, joined.byteOffset + at, 4).getUint32(0);
+        if (joined.length - at - 4 < length) break;
+        const frame = joined.subarray(at + 4, at + 4 + length);
+        at += 4 + length;
+        if (first) {
+          first = false;
+          held();
+        }
+        if (length === 0) continue; // held, or a keepalive
+        let streams: IngesterStream[];
+        try {
+          streams = decodeQueryResponse(frame);
+        } catch (error) {
+          throw new IngesterError("upstream", `${url}: ${(error as Error).message}`, {
+            cause: error,
+          });
+        }
+        for (const stream of streams) sink.entries(stream);
+      }
+      buffered = joined.slice(at);
+    }
+  } catch (error) {
+    if (error instanceof IngesterError) throw error;
+    throw new IngesterError("upstream", `${url}: ${(error as Error).message}`, { cause: error });
   }
 }

@@ -7,6 +7,7 @@ import {
   ProtoError,
   decodeQueryRequest,
   decodeSeriesRequest,
+  decodeTailRequest,
   encodeQueryResponse,
   encodeSeriesResponse,
 } from "@sieve/proto";
@@ -226,6 +227,110 @@ function internalRoutes(
     await ingester.flushAll("forced");
     return reply.code(204).send();
   });
+  // The tails being answered: ended before the server closes, which waits for every
+  // answer to end (a tail's never does by itself).
+  const tails = new Set<() => void>();
+  app.addHook("preClose", (done) => {
+    for (const end of [...tails]) end();
+    done();
+  });
+  app.post("/ingester/v1/tail", { logLevel: "warn" }, async (request, reply) => {
+    const req = decodeBody(request.body, decodeTailRequest);
+    checkTenant(request, req.tenant);
+    if (!ingester.serving) throw new IngesterError("not_ready");
+    await serveTail(ingester, req, reply, tails);
+  });
+}
+
+/**
+ * Most bytes a tail's answer may hold unsent toward its querier. The querier reads its
+ * tails as they come (its own bound is per client, services/querier's tail.ts), so this is
+ * reached only by a querier that stopped reading: the tail is then ended, never buffered
+ * without bound (Loki's ingester ends a tail blocked for 15 s).
+ */
+export const TAIL_MAX_UNSENT_BYTES = 16 * 1024 * 1024;
+
+/** How often an idle tail sends an empty frame, so a querier gone is noticed. */
+const TAIL_KEEPALIVE_MS = 5000;
+
+/** A tail frame: 4 bytes of length (big-endian), then that many bytes of a QueryResponse. */
+export function tailFrame(body: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(4 + body.length);
+  frame.writeUInt32BE(body.length, 0);
+  frame.set(body, 4);
+  return frame;
+}
+
+/**
+ * `POST /ingester/v1/tail`: holds the tail, answers 200 and an empty frame once held,
+ * then one frame (a QueryResponse of one stream) per batch of entries appended, until the
+ * querier goes away, the ingester stops, or the querier stops reading
+ * ({@link TAIL_MAX_UNSENT_BYTES}).
+ */
+async function serveTail(
+  ingester: IngesterHandle,
+  req: { tenant: string; selector: string },
+  reply: FastifyReply,
+  open: Set<() => void>,
+): Promise<void> {
+  const raw = reply.raw;
+  /** Frames that came before every worker held the tail: sent after the headers. */
+  let early: Buffer[] | undefined = [];
+  let earlyBytes = 0;
+  let done = false;
+  const end = (): void => {
+    if (done) return;
+    done = true;
+    open.delete(end);
+    clearInterval(keepalive);
+    tail.close();
+    if (early === undefined) raw.end();
+  };
+  const write = (body: Uint8Array): void => {
+    if (done) return;
+    const frame = tailFrame(body);
+    if (early !== undefined) {
+      early.push(frame);
+      earlyBytes += frame.length;
+      if (earlyBytes > TAIL_MAX_UNSENT_BYTES) end();
+      return;
+    }
+    if (raw.writableLength > TAIL_MAX_UNSENT_BYTES) {
+      end();
+      raw.destroy(new Error("the querier does not read its tail"));
+      return;
+    }
+    raw.write(frame);
+  };
+  const tail = ingester.tail(req, {
+    entries: (stream) => {
+      write(encodeQueryResponse([stream]));
+    },
+    ended: end,
+  });
+  open.add(end);
+  const keepalive = setInterval(() => {
+    write(new Uint8Array(0));
+  }, TAIL_KEEPALIVE_MS);
+  keepalive.unref();
+  try {
+    await tail.held;
+  } catch (error) {
+    end();
+    throw error;
+  }
+  // Set by the sink while the tail was being held.
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition
+  if (done) throw new IngesterError("not_ready", "the tail ended before it was held");
+  reply.hijack();
+  raw.on("close", end);
+  // A tail's connection is not reused: closed with its answer, so that a server closing
+  // (which ends the tails first) does not wait for it as an idle keep-alive connection.
+  raw.writeHead(200, { "content-type": PROTOBUF_TYPE, connection: "close" });
+  const first = early;
+  early = undefined;
+  raw.write(tailFrame(new Uint8Array(0)));
+  for (const frame of first) raw.write(frame);
 }
 
 /**

@@ -5,7 +5,8 @@
  */
 import { getHeapStatistics } from "node:v8";
 import { parentPort, workerData } from "node:worker_threads";
-import { PortPeer, fromPortError } from "@sieve/kit";
+import { PortPeer, fromPortError, toPortError } from "@sieve/kit";
+import type { IngesterTail } from "@sieve/proto";
 import type { ConsumedBatch, PartitionListener, QueueConsumer, QueuePosition } from "@sieve/queue";
 import { openStore } from "@sieve/storage";
 import { pino } from "pino";
@@ -74,6 +75,8 @@ new Gauge({
 const logger = pino({ level: setup.logLevel, base: { ingesterWorker: setup.index } });
 // Queries in flight, by the main thread's call id, so that a `cancel` can end them.
 const running = new Map<number, AbortController>();
+// Tails held, by the main thread's id (tail.ts): their entries go back over the port.
+const tails = new Map<number, IngesterTail>();
 
 const methods: WorkerMethods = {
   // Each change of state is reported before the call is answered: messages keep their order.
@@ -103,6 +106,28 @@ const methods: WorkerMethods = {
       );
   },
   metrics: () => registry.getMetricsAsJSON(),
+  tail: async ({ id, req }) => {
+    const held = ingester.tail(req, {
+      entries: (stream) => {
+        void main.call("tailEntries", { id, stream }).catch(() => undefined);
+      },
+      ended: (error) => {
+        tails.delete(id);
+        void main.call("tailEnded", { id, error: toPortError(error) }).catch(() => undefined);
+      },
+    });
+    tails.set(id, held);
+    try {
+      await held.held;
+    } catch (error) {
+      tails.delete(id);
+      throw error;
+    }
+  },
+  untail: ({ id }) => {
+    tails.get(id)?.close();
+    tails.delete(id);
+  },
 };
 
 async function withSignal<T>(id: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {

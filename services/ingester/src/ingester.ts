@@ -22,6 +22,13 @@ import type { IngesterMetrics } from "./metrics.js";
 import { cutHead, evictIfEmpty, streamFor } from "./partitions.js";
 import type { PartitionState } from "./partitions.js";
 import { querySeries, queryStreams } from "./query.js";
+import type { Entry } from "@sieve/chunk";
+import type {
+  IngesterTail,
+  IngesterTailer,
+  IngesterTailRequest,
+  IngesterTailSink,
+} from "@sieve/proto";
 import type {
   IngesterCallOptions,
   IngesterQuerier,
@@ -33,6 +40,7 @@ import { recoverAssigned } from "./recovery.js";
 import type { RecoveryDeps } from "./recovery.js";
 import type { Stream } from "./stream.js";
 import { streamKey } from "./stream.js";
+import { Tails } from "./tail.js";
 
 /** The ingester's dependencies, passed in. */
 export interface IngesterDeps {
@@ -56,7 +64,7 @@ export interface IngesterDeps {
  * recovers partitions at assignment so a replay stores nothing twice, and answers queries
  * over what is not flushed yet.
  */
-export class Ingester implements IngesterQuerier {
+export class Ingester implements IngesterQuerier, IngesterTailer {
   private readonly config: IngesterConfig;
   private readonly consumer: QueueConsumer;
   private readonly logger: Logger;
@@ -79,6 +87,8 @@ export class Ingester implements IngesterQuerier {
   private startWaiter: (() => void) | undefined;
   /** Entry bytes appended since the heads were last measured against the memory budget. */
   private appendedSinceCheck = 0;
+  /** The tails held: what is appended to a matching stream is pushed to them (tail.ts). */
+  private readonly tails = new Tails();
 
   constructor(deps: IngesterDeps) {
     this.config = deps.config;
@@ -202,6 +212,7 @@ export class Ingester implements IngesterQuerier {
     if (!this.running || this.stopping) return;
     this.stopping = true;
     if (this.timer !== undefined) clearInterval(this.timer);
+    this.tails.endAll(new IngesterError("not_ready", "the ingester is stopping"));
     await this.consumer.stop();
     // A consumer that did not revoke (or partitions left behind): flush them now.
     if (this.partitions.size > 0) await this.revoke([...this.partitions.keys()]);
@@ -342,7 +353,9 @@ export class Ingester implements IngesterQuerier {
         }
       }
       const s = streamFor(p, key, record, this.streamContext);
-      const { appended, cutBytes } = s.append(record.entries, rec.offset, now);
+      const tailed: Entry[] | undefined = this.tails.has(record.tenant) ? [] : undefined;
+      const { appended, cutBytes } = s.append(record.entries, rec.offset, now, tailed);
+      if (tailed !== undefined) this.tails.notify(record.tenant, s, tailed);
       p.pendingBytes += cutBytes;
       // Measuring every head costs a pass over the streams: done once a sixteenth of the
       // budget has arrived since the last time, so heads pass it by that much at most.
@@ -446,5 +459,21 @@ export class Ingester implements IngesterQuerier {
     return Promise.resolve().then(() =>
       querySeries(this.tenantStreams(req.tenant), req, this.config.maxSeriesPerQuery, options),
     );
+  }
+
+  // ---- tails -------------------------------------------------------------------------
+
+  /**
+   * Holds a tail (tail.ts): every entry appended from now on to a matching stream of the
+   * tenant is pushed to `sink`, after the query's pipeline. Held at once (`held` resolves),
+   * since appends run on this thread.
+   */
+  tail(req: IngesterTailRequest, sink: IngesterTailSink): IngesterTail {
+    return this.tails.add(req, sink);
+  }
+
+  /** Tails held now. */
+  get tailCount(): number {
+    return this.tails.size;
   }
 }

@@ -137,7 +137,7 @@ function isOverlay(
 }
 
 /** The log query of a request, parsed: the one parse of the request. */
-function parseLogQuery(selector: string): LogExpr {
+export function parseLogQuery(selector: string): LogExpr {
   let expr;
   try {
     expr = parseExpr(selector);
@@ -152,7 +152,7 @@ function parseLogQuery(selector: string): LogExpr {
  * Runs a query's pipeline (undefined: none) over an entry of a stream: the answer's entry,
  * or null when the pipeline drops it.
  */
-function runPipeline(
+export function runPipeline(
   pipeline: Pipeline | undefined,
   e: Entry,
   stream: Readonly<Record<string, string>>,

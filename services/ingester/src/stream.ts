@@ -74,9 +74,15 @@ export class Stream {
   /**
    * Appends the entries of the record at `offset` to the head (opened on demand), counting
    * what is appended and dropped (`duplicate`, `invalid_entry`), and cuts the head once it
-   * reaches `chunkTargetBytes` compressed.
+   * reaches `chunkTargetBytes` compressed. Each entry appended is also pushed to
+   * `appendedOut` when given (for the tails, tail.ts: duplicates are not appended).
    */
-  append(entries: QueueRecord["entries"], offset: number, nowMs: number): AppendResult {
+  append(
+    entries: QueueRecord["entries"],
+    offset: number,
+    nowMs: number,
+    appendedOut?: Entry[],
+  ): AppendResult {
     const { config, metrics } = this.ctx;
     let appended = 0;
     let cutBytes = 0;
@@ -102,7 +108,10 @@ export class Stream {
             ok = false;
           }
           if (!ok) metrics.entriesDropped.inc({ reason: "invalid_entry" });
-          if (ok) appended++;
+          if (ok) {
+            appended++;
+            appendedOut?.push(entry);
+          }
           continue;
         }
         metrics.entriesDropped.inc({ reason: "invalid_entry" });
@@ -113,6 +122,7 @@ export class Stream {
         continue;
       }
       appended++;
+      appendedOut?.push(entry);
       this.bloom?.add(entry.structuredMetadata, entry.line);
     }
     metrics.entriesAppended.inc(appended);

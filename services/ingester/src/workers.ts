@@ -13,7 +13,7 @@
  * told and the process should exit and be restarted, as after a crash.
  */
 import { Worker } from "node:worker_threads";
-import { PortPeer, toPortError } from "@sieve/kit";
+import { PortPeer, fromPortError, toPortError } from "@sieve/kit";
 import type { PortError } from "@sieve/kit";
 import type {
   IngesterCallOptions,
@@ -22,6 +22,10 @@ import type {
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterTail,
+  IngesterTailer,
+  IngesterTailRequest,
+  IngesterTailSink,
 } from "@sieve/proto";
 import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, DeliveryFailure, QueueConsumer, QueuePosition } from "@sieve/queue";
@@ -35,7 +39,7 @@ import type { FlushReason } from "./head.js";
 import { abortError } from "./query.js";
 
 /** What the HTTP routes and the `sieve` command need of an ingester, in process or on workers. */
-export interface IngesterHandle extends IngesterQuerier {
+export interface IngesterHandle extends IngesterQuerier, IngesterTailer {
   /** Whether queries can be answered now. */
   readonly serving: boolean;
   /** Why the ingester is not ready (for `/ready`); undefined when ready. */
@@ -71,6 +75,10 @@ export interface MainMethods {
   /** The consumer's positions, by partition. */
   positions(arg: null): Promise<[number, QueuePosition][]>;
   status(arg: WorkerStatus): void;
+  /** Entries appended to a stream a tail matches (tail.ts), after its pipeline. */
+  tailEntries(arg: { id: number; stream: IngesterStream }): void;
+  /** A tail ended on the worker's side (its pipeline failed, or the ingester stops). */
+  tailEnded(arg: { id: number; error: PortError }): void;
 }
 
 /** What a worker answers (ingest-worker.ts). */
@@ -88,6 +96,9 @@ export interface WorkerMethods {
   series(arg: { id: number; req: IngesterSeriesRequest }): Promise<IngesterSeries[]>;
   cancel(arg: { id: number; reason: "timeout" | "canceled" }): void;
   metrics(arg: null): Promise<Parameters<typeof AggregatorRegistry.aggregate>[0][number]>;
+  /** Holds a tail; resolves once held. */
+  tail(arg: { id: number; req: IngesterTailRequest }): Promise<void>;
+  untail(arg: { id: number }): void;
 }
 
 /** Options of {@link IngesterWorkers}. */
@@ -136,6 +147,8 @@ export class IngesterWorkers implements IngesterHandle {
   private dead: Error | undefined;
   /** Set once the workers are told to end: their exits are expected. */
   private ended = false;
+  /** Tails held on the workers, by call id: where their entries go. */
+  private readonly tails = new Map<number, IngesterTailSink>();
 
   constructor(private readonly options: IngesterWorkersOptions) {
     if (!Number.isInteger(options.threads) || options.threads < 1) {
@@ -252,6 +265,12 @@ export class IngesterWorkers implements IngesterHandle {
       status: (status) => {
         this.slots[index]!.status = status;
       },
+      tailEntries: ({ id, stream }) => {
+        this.tails.get(id)?.entries(stream);
+      },
+      tailEnded: ({ id, error }) => {
+        this.endTail(id, fromPortError(error));
+      },
     };
   }
 
@@ -337,9 +356,41 @@ export class IngesterWorkers implements IngesterHandle {
     }
   }
 
+  /**
+   * Holds a tail on every worker (each appends its own partitions' entries); `held`
+   * resolves once all hold it. Entries come back over the ports (`tailEntries`).
+   */
+  tail(req: IngesterTailRequest, sink: IngesterTailSink): IngesterTail {
+    const id = this.nextCall++;
+    this.tails.set(id, sink);
+    const untail = (): void => {
+      if (!this.tails.delete(id)) return;
+      for (const s of this.slots) void s.peer.call("untail", { id }).catch(() => undefined);
+    };
+    const held = Promise.all(this.slots.map((s) => s.peer.call("tail", { id, req }))).then(
+      () => undefined,
+      (error: unknown) => {
+        untail();
+        throw ingesterError(error);
+      },
+    );
+    held.catch(() => undefined); // the caller awaits it; never an unhandled rejection
+    return { held, close: untail };
+  }
+
+  /** A worker ended tail `id`: the others let it go, and its sink hears why (once). */
+  private endTail(id: number, error: Error): void {
+    const sink = this.tails.get(id);
+    if (sink === undefined) return;
+    this.tails.delete(id);
+    for (const s of this.slots) void s.peer.call("untail", { id }).catch(() => undefined);
+    sink.ended(error);
+  }
+
   private died(index: number, error: Error): void {
     if (this.dead !== undefined) return;
     this.dead = new Error(`ingester worker ${index} ${error.message}`, { cause: error });
+    for (const id of [...this.tails.keys()]) this.endTail(id, this.dead);
     this.options.logger.error({ err: error, worker: index }, "ingester worker died");
     for (const s of this.slots) s.peer.close(this.dead.message);
     this.options.onFatal(this.dead);

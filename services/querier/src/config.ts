@@ -26,6 +26,8 @@ export interface QueryLimits {
    * it the query is refused with 400 instead of exhausting its worker's heap.
    */
   readonly maxQueryMemoryBytes: number;
+  /** Loki's `max_concurrent_tail_requests` (10): tails a tenant may hold open at once. */
+  readonly maxConcurrentTailRequests: number;
 }
 
 /** Loki's defaults. */
@@ -36,6 +38,7 @@ export const DEFAULT_QUERY_LIMITS: QueryLimits = {
   queryTimeoutMs: 60_000,
   maxMetricQueryEntries: 10_000_000,
   maxQueryMemoryBytes: 256 * 1024 * 1024,
+  maxConcurrentTailRequests: 10,
 };
 
 /** The querier's configuration. Sizes in bytes. */
@@ -75,6 +78,15 @@ export interface QuerierConfig {
   readonly limits: QueryLimits;
   /** Per-tenant changes to `limits`, by tenant ID. */
   readonly overrides: Readonly<Record<string, Partial<QueryLimits>>>;
+  /** Loki's `tail_max_duration` (1h): a tail open longer is closed. */
+  readonly tailMaxDurationMs: number;
+  /**
+   * Bytes a tail's WebSocket may hold unsent: past it the client is blocked, new lines are
+   * dropped and listed in `dropped_entries`.
+   */
+  readonly tailMaxBufferedBytes: number;
+  /** A tail's client blocked this long is closed (Loki's ingesters: 15 s). */
+  readonly tailSlowReaderMs: number;
 }
 
 /** Defaults that work with no file. */
@@ -89,6 +101,9 @@ export const DEFAULT_CONFIG: QuerierConfig = {
   workerHeapMb: 1024,
   limits: DEFAULT_QUERY_LIMITS,
   overrides: {},
+  tailMaxDurationMs: 3_600_000,
+  tailMaxBufferedBytes: 1024 * 1024,
+  tailSlowReaderMs: 15_000,
 };
 
 // The shared configuration errors: re-exported so importers of this package keep working.
@@ -130,7 +145,13 @@ const SCHEMA = defineSchema({
         "entries a metric query may hold in memory (Sieve's own bound); 0 = no limit",
       maxQueryMemoryBytes:
         "bytes a query may hold: lines kept for the answer, rows for metric evaluation, entries from the ingesters (400 past it); 0 = no limit",
+      maxConcurrentTailRequests:
+        "tails (`/loki/api/v1/tail`) a tenant may hold open on this querier (`max_concurrent_tail_requests`); 0 = no limit",
     },
+    tailMaxDurationMs: "a tail open longer is closed (`tail_max_duration`); 0 = no limit",
+    tailMaxBufferedBytes:
+      "bytes a tail's WebSocket may hold unsent; past it new lines are dropped and listed in `dropped_entries`",
+    tailSlowReaderMs: "a tail's client that stays blocked this long is closed (1011)",
   },
 });
 
@@ -148,6 +169,8 @@ function validate(config: QuerierConfig): void {
   checkRange("segmentCacheBytes", config.segmentCacheBytes, 1);
   checkRange("workers", config.workers, 0, 256);
   checkRange("workerHeapMb", config.workerHeapMb, 64);
+  checkRange("tailMaxBufferedBytes", config.tailMaxBufferedBytes, 1);
+  checkRange("tailSlowReaderMs", config.tailSlowReaderMs, 1);
 }
 
 /**

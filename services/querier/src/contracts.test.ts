@@ -7,8 +7,9 @@
  */
 import { BloomGateway, BloomGatewayClient } from "@sieve/bloom-gateway";
 import { Ingester, IngesterHttpClient } from "@sieve/ingester";
-import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
+import type { ChunkFilter, IngesterQuerier, IngesterTailer } from "@sieve/proto";
 import { describe, expect, expectTypeOf, test } from "vitest";
+import type { QuerierHttpDeps } from "./http.js";
 import type { QuerierDeps } from "./querier.js";
 
 describe("the querier and its neighbours share one contract", () => {
@@ -29,5 +30,13 @@ describe("the querier and its neighbours share one contract", () => {
     const client: ChunkFilter = new BloomGatewayClient({ urls: ["http://127.0.0.1:1"] });
     expect(typeof client.filterChunkRefs).toBe("function");
     expect(typeof BloomGateway.prototype.filterChunkRefs).toBe("function");
+  });
+
+  test("both of the ingester's tail faces implement @sieve/proto's contract", () => {
+    expectTypeOf<Ingester>().toExtend<IngesterTailer>();
+    expectTypeOf<IngesterHttpClient>().toExtend<IngesterTailer>();
+    expectTypeOf<IngesterTailer>().toExtend<NonNullable<QuerierHttpDeps["tailer"]>>();
+    expect(typeof IngesterHttpClient.prototype.tail).toBe("function");
+    expect(typeof Ingester.prototype.tail).toBe("function");
   });
 });

@@ -17,6 +17,8 @@ import type { QuerierMetrics } from "./metrics.js";
 import { nowNs } from "./params.js";
 import type { QueryPool } from "./pool.js";
 import type { Querier } from "./querier.js";
+import type { IngesterTailer } from "@sieve/proto";
+import { tailPlugin } from "./tail-http.js";
 
 /** What runs the queries: a querier in this thread, or a pool of worker threads. */
 export type QueryRunner = { readonly querier: Querier } | { readonly pool: QueryPool };
@@ -37,6 +39,8 @@ export type QuerierHttpDeps = QueryRunner & {
   readonly now?: () => bigint;
   /** Whether the plugin serves `/metrics` and `/ready` (false when the host serves them). */
   readonly serveOps?: boolean;
+  /** The ingesters' live lines, for `/loki/api/v1/tail` (not served without). */
+  readonly tailer?: IngesterTailer;
 };
 
 /** Query string values and, for POST, form body values (Go's `r.Form`), URL-encoded. */
@@ -160,6 +164,19 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
     };
 
     for (const name of Object.keys(QUERY_ROUTES) as QueryRoute[]) route(name);
+
+    if (deps.tailer !== undefined) {
+      void app.register(
+        tailPlugin({
+          tailer: deps.tailer,
+          authEnabled: deps.authEnabled,
+          config: pool !== undefined ? pool.config : querier!.config,
+          history: (task) => run(task, performance.now()),
+          now,
+          metrics,
+        }),
+      );
+    }
 
     if (deps.serveOps !== false) {
       app.get("/ready", { logLevel: "warn" }, async (_request, reply) =>

@@ -1,4 +1,4 @@
-import { Counter, Histogram } from "prom-client";
+import { Counter, Gauge, Histogram } from "prom-client";
 import type { Registry } from "prom-client";
 
 /** The querier's Prometheus metrics, registered on the registry it is given. */
@@ -22,6 +22,12 @@ export class QuerierMetrics {
    * observed false-positive rate is fp / (fp + pruned), blooms having no false negatives.
    */
   readonly falsePositiveChunks: Counter<"tenant">;
+  /** Tails open now (Loki's `loki_querier_tail_active`). */
+  readonly tailsActive: Gauge;
+  /** Tails ended by the server, by reason (`TAIL_CLOSE` in tail.ts). */
+  readonly tailsClosed: Counter<"reason">;
+  /** Tail lines dropped because their client did not read (listed in `dropped_entries`). */
+  readonly tailDroppedLines: Counter;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -67,6 +73,22 @@ export class QuerierMetrics {
       name: "sieve_querier_bloom_false_positive_chunks_total",
       help: "Chunks a bloom test kept that held no entry passing it (read whole), by tenant.",
       labelNames: ["tenant"],
+      registers,
+    });
+    this.tailsActive = new Gauge({
+      name: "sieve_querier_tail_active",
+      help: "Tails (WebSocket) open now.",
+      registers,
+    });
+    this.tailsClosed = new Counter({
+      name: "sieve_querier_tail_closed_total",
+      help: "Tails the server ended, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.tailDroppedLines = new Counter({
+      name: "sieve_querier_tail_dropped_lines_total",
+      help: "Tail lines dropped because the client did not read them in time.",
       registers,
     });
   }

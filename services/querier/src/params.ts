@@ -172,7 +172,7 @@ export function parseSecondsOrDuration(value: string): bigint {
 }
 
 /** Loki's `limit`: default 100, a positive integer. */
-function parseLimit(form: Form): number {
+export function parseLimit(form: Form): number {
   const raw = get(form, "limit");
   if (raw === "") return DEFAULT_LIMIT;
   const n = goParseInt(raw, "Atoi");

@@ -64,7 +64,8 @@ export interface QuerierDeps {
  * tenant; its caches (index segments, chunks) are shared and byte-bounded.
  */
 export class Querier {
-  private readonly config: QuerierConfig;
+  /** Its configuration (the HTTP layer reads the tail options and limits). */
+  readonly config: QuerierConfig;
   /** What the query concerns (plan, fetch, logs, metrics, series) read through. */
   private readonly parts: QuerierParts;
   /** Where the querier counts (absent: not counted). */
