@@ -194,6 +194,27 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     expect(performance.now() - t0).toBeGreaterThanOrEqual(190);
   });
 
+  it("an entry that fills the symbol table starts the next chunk, and its bloom", async () => {
+    const { ingester } = start({
+      chunkTargetBytes: 256 * 1024 * 1024,
+      chunkMaxUncompressedBytes: 1024 * 1024 * 1024,
+    });
+    await ingester.start();
+    // 1 MiB metadata values, each distinct: the 64 MiB symbol table fills at about the 64th.
+    const big = "x".repeat(1024 * 1024);
+    for (let i = 0; i < 70; i++) {
+      const e = { ts: T0 + BigInt(i) * 1000n, line: `line ${i}`, md: { blob: `${i}:${big}` } };
+      await wal.writer.append([record("t", `{app="symbols"}`, [e], PARTITIONS)]);
+    }
+    await ingester.flushAll();
+    const contents = await readStore(store, "t", T0 - 1n);
+    expect(contents.chunks).toBe(2);
+    expect(lineCounts(contents).size).toBe(70);
+    // Every entry's metadata is in its chunk's bloom, the one that started the second too.
+    expect(contents.bloomsInBlocks).toBe(2);
+    expect(contents.falseNegatives.map((f) => f.slice(0, 120))).toEqual([]);
+  });
+
   it("cuts full heads, drops exact duplicates, accepts out-of-order entries", async () => {
     const { ingester } = start({ chunkTargetBytes: 4096, chunkBlockBytes: 1024 });
     await ingester.start();

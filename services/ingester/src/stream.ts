@@ -97,25 +97,23 @@ export class Stream {
       try {
         ok = this.head.append(entry, offset, nowMs);
       } catch (error) {
-        if (error instanceof ChunkError && error.code === "too_large" && this.head.entryCount > 0) {
-          // The symbol table is full: cut here. The cut chunk claims only the records before
-          // this one, so a replay re-reads this record whole (at-least-once for this rare case).
-          cutBytes += this.cut("full", offset - 1);
-          this.head = new Head(config.chunkBlockBytes, nowMs);
-          try {
-            ok = this.head.append(entry, offset, nowMs);
-          } catch {
-            ok = false;
-          }
-          if (!ok) metrics.entriesDropped.inc({ reason: "invalid_entry" });
-          if (ok) {
-            appended++;
-            appendedOut?.push(entry);
-          }
+        if (
+          !(error instanceof ChunkError && error.code === "too_large") ||
+          this.head.entryCount === 0
+        ) {
+          metrics.entriesDropped.inc({ reason: "invalid_entry" });
           continue;
         }
-        metrics.entriesDropped.inc({ reason: "invalid_entry" });
-        continue;
+        // The symbol table is full: cut here. The cut chunk claims only the records before
+        // this one, so a replay re-reads this record whole (at-least-once for this rare case).
+        cutBytes += this.cut("full", offset - 1);
+        this.head = new Head(config.chunkBlockBytes, nowMs);
+        try {
+          ok = this.head.append(entry, offset, nowMs);
+        } catch {
+          metrics.entriesDropped.inc({ reason: "invalid_entry" });
+          continue;
+        }
       }
       if (!ok) {
         metrics.entriesDropped.inc({ reason: "duplicate" });
