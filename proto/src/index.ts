@@ -36,6 +36,14 @@ export {
   decodeSeriesRequest,
   encodeSeriesResponse,
   decodeSeriesResponse,
+  encodeVolumeRequest,
+  decodeVolumeRequest,
+  encodeVolumeResponse,
+  decodeVolumeResponse,
+  encodeStatsRequest,
+  decodeStatsRequest,
+  encodeStatsResponse,
+  decodeStatsResponse,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,
@@ -45,6 +53,10 @@ export type {
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterVolumeRequest,
+  IngesterVolume,
+  IngesterStatsRequest,
+  IngesterStats,
 } from "./ingester.js";
 export {
   decodePushRaw,

@@ -170,10 +170,12 @@ describe("VolumeAccumulator: bytes", () => {
     const acc = new VolumeAccumulator(spec({ maxSeries: 2 }));
     acc.addChunk(["a", "b"], 1010n * S, 1010n * S, 1);
     acc.add("a", 0, 1);
-    expect(() => { acc.add("c", 0, 1); }).toThrow(VolumeLimitError);
-    expect(() => { acc.add("c", 0, 1); }).toThrow(
-      "the query hit the max number of series limit (limit: 2 series)",
-    );
+    expect(() => {
+      acc.add("c", 0, 1);
+    }).toThrow(VolumeLimitError);
+    expect(() => {
+      acc.add("c", 0, 1);
+    }).toThrow("the query hit the max number of series limit (limit: 2 series)");
   });
 
   test("ms granularity of sample times: a bucket ends 1 ms before the next", () => {
