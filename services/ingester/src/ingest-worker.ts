@@ -84,6 +84,8 @@ const methods: WorkerMethods = {
       );
   },
   metrics: () => registry.getMetricsAsJSON(),
+  volume: ({ id, req }) => withSignal(id, (signal) => ingester.volume(req, { signal })),
+  stats: ({ id, req }) => withSignal(id, (signal) => ingester.stats(req, { signal })),
 };
 
 async function withSignal<T>(id: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {

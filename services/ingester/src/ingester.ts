@@ -33,6 +33,13 @@ import { recoverAssigned } from "./recovery.js";
 import type { RecoveryDeps } from "./recovery.js";
 import type { Stream } from "./stream.js";
 import { streamKey } from "./stream.js";
+import { queryStats, queryVolume } from "./volume.js";
+import type {
+  IngesterStats,
+  IngesterStatsRequest,
+  IngesterVolume,
+  IngesterVolumeRequest,
+} from "@sieve/proto";
 
 /** The ingester's dependencies, passed in. */
 export interface IngesterDeps {
@@ -414,5 +421,15 @@ export class Ingester implements IngesterQuerier {
     return Promise.resolve().then(() =>
       querySeries(this.tenantStreams(req.tenant), req, this.config.maxSeriesPerQuery, options),
     );
+  }
+
+  /** Bytes of the tenant's unflushed chunks by name and bucket (see volume.ts). */
+  volume(req: IngesterVolumeRequest, options?: IngesterCallOptions): Promise<IngesterVolume[]> {
+    return Promise.resolve().then(() => queryVolume(this.tenantStreams(req.tenant), req, options));
+  }
+
+  /** What the tenant's unflushed chunks hold (see volume.ts). */
+  stats(req: IngesterStatsRequest, options?: IngesterCallOptions): Promise<IngesterStats> {
+    return Promise.resolve().then(() => queryStats(this.tenantStreams(req.tenant), req, options));
   }
 }
