@@ -26,6 +26,10 @@ export interface QueryLimits {
    * it the query is refused with 400 instead of exhausting its worker's heap.
    */
   readonly maxQueryMemoryBytes: number;
+  /** Loki's `volume_enabled` (true in Loki 3): `index/volume[_range]` answer; off, 404. */
+  readonly volumeEnabled: boolean;
+  /** Loki's `volume_max_series` (1000): names a volume query may accumulate (400 past it). */
+  readonly volumeMaxSeries: number;
 }
 
 /** Loki's defaults. */
@@ -36,6 +40,8 @@ export const DEFAULT_QUERY_LIMITS: QueryLimits = {
   queryTimeoutMs: 60_000,
   maxMetricQueryEntries: 10_000_000,
   maxQueryMemoryBytes: 256 * 1024 * 1024,
+  volumeEnabled: true,
+  volumeMaxSeries: 1000,
 };
 
 /** The querier's configuration. Sizes in bytes. */
@@ -121,6 +127,9 @@ const SCHEMA = defineSchema({
         "entries a metric query may hold in memory (Sieve's own bound); 0 = no limit",
       maxQueryMemoryBytes:
         "bytes a query may hold: lines kept for the answer, rows for metric evaluation, entries from the ingesters (400 past it); 0 = no limit",
+      volumeEnabled: "`index/volume` and `index/volume_range` answer (`volume_enabled`); off: 404",
+      volumeMaxSeries:
+        "series (or labels) a volume query may group by before it is refused (`volume_max_series`)",
     },
   },
 });

@@ -21,6 +21,7 @@ import {
 } from "./params.js";
 import { Querier } from "./querier.js";
 import type { QueryStats } from "./stats.js";
+import { parseVolumeInstantQuery, parseVolumeRangeQuery } from "./volume.js";
 
 /** The routes under `/loki/api/v1/`, by the name a task carries. */
 export const QUERY_ROUTES = {
@@ -30,6 +31,8 @@ export const QUERY_ROUTES = {
   label_values: "/loki/api/v1/label/:name/values",
   series: "/loki/api/v1/series",
   index_stats: "/loki/api/v1/index/stats",
+  index_volume: "/loki/api/v1/index/volume",
+  index_volume_range: "/loki/api/v1/index/volume_range",
 } as const;
 
 /** A route of {@link QUERY_ROUTES}. */
@@ -221,6 +224,17 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
       if (end < start)
         throw new ParamError("end timestamp must not be before or equal to start time");
       return { body: await querier.indexStats(tenant, form.get("query") ?? "", start, end) };
+    }
+    case "index_volume":
+    case "index_volume_range": {
+      const q =
+        task.route === "index_volume"
+          ? parseVolumeInstantQuery(form, now)
+          : parseVolumeRangeQuery(form, now);
+      const t0 = performance.now();
+      const { data, stats } = await querier.volume(tenant, q);
+      const json = stats.toJSON((performance.now() - t0) / 1000);
+      return { body: { status: "success", data: { ...data, stats: json } }, stats };
     }
   }
 }
