@@ -122,6 +122,7 @@ export async function writeFlush(
         ...pick(encoded),
         bytes: encoded.bytes.byteLength,
         entries: encoded.entryCount,
+        lineBytes: encoded.lineBytes,
       });
     }
     if (options.missing !== undefined) {
