@@ -37,9 +37,9 @@ describe("volumeBuckets: Loki's ForInterval, half-open at ns", () => {
       1100n * S,
       30n * S,
       [
-        [1000n * S, 1020n * S, 1019],
-        [1020n * S, 1050n * S, 1049],
-        [1050n * S, 1080n * S, 1079],
+        [1000n * S, 1020n * S, 1019.999],
+        [1020n * S, 1050n * S, 1049.999],
+        [1050n * S, 1080n * S, 1079.999],
         [1080n * S, 1100n * S, 1100],
       ],
     ],
@@ -56,8 +56,8 @@ describe("volumeBuckets: Loki's ForInterval, half-open at ns", () => {
       1060n * S,
       30n * S,
       [
-        [1000n * S, 1020n * S, 1019],
-        [1020n * S, 1050n * S, 1049],
+        [1000n * S, 1020n * S, 1019.999],
+        [1020n * S, 1050n * S, 1049.999],
         [1050n * S, 1060n * S, 1060],
       ],
     ],
@@ -107,6 +107,12 @@ describe("VolumeAccumulator: names, as Loki's ingester names them", () => {
     expect(acc.namesOf(L('{app="api", env="prod"}'))).toBeUndefined();
   });
 
+  test('a target label the matchers name is not required (Loki adds =~".+" for the others)', () => {
+    const acc = new VolumeAccumulator(spec({ targetLabels: ["pod"], matcherNames: ["pod"] }));
+    expect(acc.namesOf(L('{app="api"}'))).toEqual(["{}"]);
+    expect(acc.namesOf(L('{app="api", pod="b"}'))).toEqual(['{pod="b"}']);
+  });
+
   test("labels: every label of the series, or only the target labels", () => {
     const all = new VolumeAccumulator(spec({ aggregateBy: "labels", matcherNames: ["app"] }));
     expect(all.namesOf(L('{app="api", pod="a"}'))).toEqual(["app", "pod"]);
@@ -151,17 +157,17 @@ describe("VolumeAccumulator: bytes", () => {
       {
         name: "a",
         samples: [
-          { at: 1049, bytes: 9 },
+          { at: 1049.999, bytes: 9 },
           { at: 1100, bytes: 1 },
         ],
       },
-      { name: "b", samples: [{ at: 1049, bytes: 9 }] },
+      { name: "b", samples: [{ at: 1049.999, bytes: 9 }] },
       { name: "x", samples: [{ at: 1100, bytes: 100 }] },
     ]);
     // A merged answer adds to what is there.
     acc.add("x", 1, 1);
     expect(acc.top(1)).toEqual([
-      { name: "a", samples: [{ at: 1049, bytes: 9 }] },
+      { name: "a", samples: [{ at: 1049.999, bytes: 9 }] },
       { name: "x", samples: [{ at: 1100, bytes: 101 }] },
     ]);
   });
@@ -180,7 +186,7 @@ describe("VolumeAccumulator: bytes", () => {
 
   test("ms granularity of sample times: a bucket ends 1 ms before the next", () => {
     const bs = volumeBuckets(0n, 10n * S, 2n * S);
-    expect(bs.map((b) => b.at)).toEqual([1, 3, 5, 7, 10]);
+    expect(bs.map((b) => b.at)).toEqual([1.999, 3.999, 5.999, 7.999, 10]);
     expect(bs[0]!.through - MS).toBe(2n * S - MS);
   });
 });

@@ -8,8 +8,9 @@
  * `pkg/querier/queryrange/volume.go`):
  * - a chunk counts its bytes in proportion to the part of its time span inside a bucket
  *   (Loki's `GetFactorOfTime`; a chunk of one instant counts whole where it lies);
- * - with target labels, only series holding every target label count, and a series is
- *   named by those labels (`aggregateBy=series`) or adds to each of them (`labels`);
+ * - with target labels, only series holding every target label the query's matchers do
+ *   not name count (Loki adds `label=~".+"` for those), and a series is named by its
+ *   target labels (`aggregateBy=series`) or adds to each of them (`labels`);
  * - without, `series` names a series by the labels the query's matchers name (all its
  *   labels when they name none), and `labels` adds a series' bytes to each of its labels;
  * - past `maxSeries` names, the query is refused in Loki's words.
@@ -18,7 +19,8 @@
  * the first starting at the query's start, the last ending at its end. Loki's inclusive
  * bucket ends (1 ms before the next bucket) leave gaps at nanosecond resolution, so here
  * buckets are half-open and tile the range (the last includes `end`); a sample's time is
- * Loki's: the bucket's end, 1 ms before the next bucket, in whole seconds.
+ * Loki's: the bucket's end, 1 ms before the next bucket (the range's end for the last), at
+ * millisecond resolution.
  */
 import { labelsString } from "@sieve/labels";
 
@@ -63,7 +65,7 @@ export interface VolumeSpec {
 export interface VolumeBucket {
   readonly from: bigint;
   readonly through: bigint;
-  /** The sample's time, Unix seconds. */
+  /** The sample's time, Unix seconds (to the millisecond). */
   readonly at: number;
 }
 
@@ -75,7 +77,6 @@ export interface VolumeEntry {
 }
 
 const NS_PER_MS = 1_000_000n;
-const NS_PER_S = 1_000_000_000n;
 /**
  * Most buckets a spec may make: Loki's 11,000 points per series, and two more for the
  * aligned first and last buckets.
@@ -89,7 +90,7 @@ const floorDiv = (a: bigint, b: bigint): bigint => {
 
 /** The buckets of [start, end] with `step` (0: one bucket), as described above. */
 export function volumeBuckets(start: bigint, end: bigint, step: bigint): VolumeBucket[] {
-  const at = (ns: bigint): number => Number(floorDiv(ns, NS_PER_S));
+  const at = (ns: bigint): number => Number(floorDiv(ns, NS_PER_MS)) / 1000;
   if (step <= 0n || end <= start) return [{ from: start, through: end, at: at(end) }];
   const out: VolumeBucket[] = [];
   let from = start;
@@ -133,12 +134,16 @@ export class VolumeAccumulator {
   /** Name → bucket → bytes. */
   private readonly volumes = new Map<string, Map<number, number>>();
   private readonly targets: ReadonlySet<string>;
+  /** Target labels a series must hold: those the query's matchers do not name. */
+  private readonly required: ReadonlySet<string>;
   /** Labels a series is named by (`series`); undefined = all of them. */
   private readonly keep: ReadonlySet<string> | undefined;
 
   constructor(readonly spec: VolumeSpec) {
     this.buckets = volumeBuckets(spec.start, spec.end, spec.step);
     this.targets = new Set(spec.targetLabels);
+    const named = new Set(spec.matcherNames);
+    this.required = new Set(spec.targetLabels.filter((t) => !named.has(t)));
     const names = spec.targetLabels.length > 0 ? spec.targetLabels : spec.matcherNames;
     const keep = new Set(names.filter((n) => n !== ""));
     this.keep = keep.size > 0 ? keep : undefined;
@@ -149,10 +154,10 @@ export class VolumeAccumulator {
    * label). `labels` must be the series' labels, sorted by name (a canonical label set).
    */
   namesOf(labels: readonly { name: string; value: string }[]): string[] | undefined {
-    if (this.targets.size > 0) {
+    if (this.required.size > 0) {
       let held = 0;
-      for (const l of labels) if (l.value !== "" && this.targets.has(l.name)) held++;
-      if (held < this.targets.size) return undefined;
+      for (const l of labels) if (l.value !== "" && this.required.has(l.name)) held++;
+      if (held < this.required.size) return undefined;
     }
     if (this.spec.aggregateBy === "labels") {
       return labels

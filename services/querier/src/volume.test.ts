@@ -16,6 +16,8 @@ const S = 1_000_000_000n;
 const T0 = 1_700_000_000n * S; // 2023-11-14T22:13:20Z
 const NOW = T0 + 3600n * S;
 const T0s = Number(T0 / S);
+/** A sample's time `ms` after T0, as the answer writes it (seconds, to the millisecond). */
+const at = (ms: number): number => (T0s * 1000 + ms) / 1000;
 
 describe("volume parameters, as Loki's ParseVolumeInstantQuery / ParseVolumeRangeQuery", () => {
   const form = (o: Record<string, string>) => new URLSearchParams(o);
@@ -278,7 +280,7 @@ describe("index/volume over the index and the ingesters", () => {
     // Chunks of 25 entries over [0,100) s lie in the first step; the head (200-249 s) in the third.
     const [f] = flushed;
     expect(series!.values).toEqual([
-      [T0s + 99, String(lineBytes(f!.entries))],
+      [at(99_999), String(lineBytes(f!.entries))],
       [T0s + 300, String(lineBytes(heads[0]!.entries))],
     ]);
   });
@@ -295,9 +297,9 @@ describe("index/volume over the index and the ingesters", () => {
     // One flushed chunk of 25 entries at 0..24 s: 10/24, 10/24 and 4/24 of its bytes.
     const chunk = lineBytes(flushed[2]!.entries.slice(0, 25));
     expect(data.result[0]!.values).toEqual([
-      [T0s + 9, String(Math.floor((chunk * 10) / 24))],
-      [T0s + 19, String(Math.floor((chunk * 10) / 24))],
-      [T0s + 29, String(Math.floor((chunk * 4) / 24) + lineBytes(flushed[2]!.entries.slice(25)))],
+      [at(9_999), String(Math.floor((chunk * 10) / 24))],
+      [at(19_999), String(Math.floor((chunk * 10) / 24))],
+      [at(29_999), String(Math.floor((chunk * 4) / 24) + lineBytes(flushed[2]!.entries.slice(25)))],
     ]);
   });
 
