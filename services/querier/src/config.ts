@@ -129,7 +129,7 @@ const SCHEMA = defineSchema({
         "bytes a query may hold: lines kept for the answer, rows for metric evaluation, entries from the ingesters (400 past it); 0 = no limit",
       volumeEnabled: "`index/volume` and `index/volume_range` answer (`volume_enabled`); off: 404",
       volumeMaxSeries:
-        "series (or labels) a volume query may group by before it is refused (`volume_max_series`)",
+        "series (or labels) a volume query may group by before it is refused (`volume_max_series`); 0 = no limit",
     },
   },
 });
