@@ -61,6 +61,7 @@ export {
   DEFAULT_VOLUME_LIMIT,
   MAX_VOLUME_BUCKETS,
   VolumeAccumulator,
+  VolumeCellsError,
   VolumeLimitError,
   bucketFactor,
   volumeBuckets,

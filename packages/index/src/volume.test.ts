@@ -2,6 +2,7 @@ import { parseLabels } from "@sieve/labels";
 import { describe, expect, test } from "vitest";
 import {
   VolumeAccumulator,
+  VolumeCellsError,
   VolumeLimitError,
   bucketFactor,
   volumeBuckets,
@@ -182,6 +183,14 @@ describe("VolumeAccumulator: bytes", () => {
     expect(() => {
       acc.add("c", 0, 1);
     }).toThrow("the query hit the max number of series limit (limit: 2 series)");
+  });
+
+  test("past maxCells (name, bucket) values: refused, the accumulator's memory bounded", () => {
+    const acc = new VolumeAccumulator(spec({ step: 10n * S, maxCells: 3 }));
+    acc.addChunk(["a"], 1000n * S, 1025n * S, 100);
+    expect(acc.cells).toBe(3);
+    acc.add("a", 0, 1);
+    expect(() => { acc.add("b", 0, 1); }).toThrow(VolumeCellsError);
   });
 
   test("ms granularity of sample times: a bucket ends 1 ms before the next", () => {

@@ -59,6 +59,19 @@ export interface VolumeSpec {
   readonly matcherNames: readonly string[];
   /** Most names accumulated before the query is refused (Loki's `volume_max_series`). */
   readonly maxSeries: number;
+  /**
+   * Most (name, bucket) cells held, the accumulator's memory (about 64 bytes each); past
+   * it, `add` throws a {@link VolumeCellsError}. Default: no bound beyond `maxSeries`.
+   */
+  readonly maxCells?: number;
+}
+
+/** Thrown past {@link VolumeSpec.maxCells}. */
+export class VolumeCellsError extends Error {
+  override readonly name = "VolumeCellsError";
+  constructor(readonly maxCells: number) {
+    super(`a volume answer of more than ${maxCells} (series, step) values`);
+  }
 }
 
 /** One bucket: [from, through), the last one [from, through]. */
@@ -133,6 +146,7 @@ export class VolumeAccumulator {
   readonly buckets: readonly VolumeBucket[];
   /** Name → bucket → bytes. */
   private readonly volumes = new Map<string, Map<number, number>>();
+  private cellCount = 0;
   private readonly targets: ReadonlySet<string>;
   /** Target labels a series must hold: those the query's matchers do not name. */
   private readonly required: ReadonlySet<string>;
@@ -199,7 +213,18 @@ export class VolumeAccumulator {
       byBucket = new Map();
       this.volumes.set(name, byBucket);
     }
-    byBucket.set(bucket, (byBucket.get(bucket) ?? 0) + bytes);
+    const held = byBucket.get(bucket);
+    if (held === undefined) {
+      if (++this.cellCount > (this.spec.maxCells ?? Number.POSITIVE_INFINITY)) {
+        throw new VolumeCellsError(this.spec.maxCells!);
+      }
+      byBucket.set(bucket, bytes);
+    } else byBucket.set(bucket, held + bytes);
+  }
+
+  /** (name, bucket) cells held. */
+  get cells(): number {
+    return this.cellCount;
   }
 
   /** Names accumulated. */

@@ -425,7 +425,9 @@ export class Ingester implements IngesterQuerier {
 
   /** Bytes of the tenant's unflushed chunks by name and bucket (see volume.ts). */
   volume(req: IngesterVolumeRequest, options?: IngesterCallOptions): Promise<IngesterVolume[]> {
-    return Promise.resolve().then(() => queryVolume(this.tenantStreams(req.tenant), req, options));
+    return Promise.resolve().then(() =>
+      queryVolume(this.tenantStreams(req.tenant), req, this.config.maxEntriesPerQuery, options),
+    );
   }
 
   /** What the tenant's unflushed chunks hold (see volume.ts). */

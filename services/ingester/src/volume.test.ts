@@ -2,6 +2,7 @@
  * Volume and stats over real streams in memory: an open head and a chunk cut from it (as
  * the flush scheduler leaves it until the next flush), counted by their line bytes.
  */
+import type { IngesterVolumeRequest } from "@sieve/proto";
 import { Registry } from "prom-client";
 import { describe, expect, test } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
@@ -13,6 +14,8 @@ import { queryStats, queryVolume } from "./volume.js";
 const S = 1_000_000_000n;
 const T0 = 1_700_000_000n * S;
 const T0s = 1_700_000_000;
+/** The ingester's bound on an answer's entries (maxEntriesPerQuery). */
+const MAX = 1000;
 
 const ctx = { config: DEFAULT_CONFIG, metrics: new IngesterMetrics(new Registry()) };
 
@@ -44,37 +47,41 @@ web.append(webPart, 2, 0);
 const empty = stream('{app="api", pod="b"}', 3n);
 const streams = [apiA, web, empty];
 
-const req = {
+const req: IngesterVolumeRequest = {
   tenant: "t",
   start: T0,
   end: T0 + 60n * S,
   step: 0n,
-  targetLabels: [] as string[],
-  aggregateBy: "series" as const,
+  targetLabels: [],
+  aggregateBy: "series",
   maxSeries: 100,
 };
+
+/** queryVolume over these streams, with the ingester's default bound. */
+const vol = (r: IngesterVolumeRequest, options?: { signal?: AbortSignal }) =>
+  queryVolume(streams, r, MAX, options);
 
 describe("queryVolume", () => {
   test("every stream's head and cut chunks, by line bytes", () => {
     expect(apiA.pending).toHaveLength(1);
-    expect(queryVolume(streams, req)).toEqual([
+    expect(vol(req)).toEqual([
       { name: '{app="api", pod="a"}', bucket: 0, bytes: bytes([...cutPart, ...headPart]) },
       { name: '{app="web"}', bucket: 0, bytes: bytes(webPart) },
     ]);
   });
 
   test("a selector, and the names its matchers give", () => {
-    expect(queryVolume(streams, { ...req, selector: '{app=~"api|web"}' })).toEqual([
+    expect(vol({ ...req, selector: '{app=~"api|web"}' })).toEqual([
       { name: '{app="api"}', bucket: 0, bytes: bytes([...cutPart, ...headPart]) },
       { name: '{app="web"}', bucket: 0, bytes: bytes(webPart) },
     ]);
-    expect(queryVolume(streams, { ...req, selector: '{app="web"}' })).toEqual([
+    expect(vol({ ...req, selector: '{app="web"}' })).toEqual([
       { name: '{app="web"}', bucket: 0, bytes: bytes(webPart) },
     ]);
   });
 
   test("buckets of 10 s: the cut chunk in the first, the head in the third", () => {
-    const got = queryVolume(streams, { ...req, step: 10n * S, selector: '{pod="a"}' }).sort(
+    const got = vol({ ...req, step: 10n * S, selector: '{pod="a"}' }).sort(
       (x, y) => x.bucket - y.bucket,
     );
     expect(got).toEqual([
@@ -85,17 +92,17 @@ describe("queryVolume", () => {
   });
 
   test("outside the range: nothing; labels and target labels", () => {
-    expect(queryVolume(streams, { ...req, start: T0 + 100n * S, end: T0 + 200n * S })).toEqual([]);
-    expect(queryVolume(streams, { ...req, aggregateBy: "labels", targetLabels: ["pod"] })).toEqual([
+    expect(vol({ ...req, start: T0 + 100n * S, end: T0 + 200n * S })).toEqual([]);
+    expect(vol({ ...req, aggregateBy: "labels", targetLabels: ["pod"] })).toEqual([
       { name: "pod", bucket: 0, bytes: bytes([...cutPart, ...headPart]) },
     ]);
   });
 
   test("refusals: a bad selector, too many names (Loki's words)", () => {
-    expect(() => queryVolume(streams, { ...req, selector: "{app=" })).toThrow(IngesterError);
+    expect(() => vol({ ...req, selector: "{app=" })).toThrow(IngesterError);
     let error: unknown;
     try {
-      queryVolume(streams, { ...req, maxSeries: 1 });
+      vol({ ...req, maxSeries: 1 });
     } catch (e) {
       error = e;
     }
@@ -106,10 +113,20 @@ describe("queryVolume", () => {
     );
   });
 
+  test("past maxEntriesPerQuery (name, bucket) values: too_many_entries", () => {
+    let error: unknown;
+    try {
+      queryVolume(streams, req, 1);
+    } catch (e) {
+      error = e;
+    }
+    expect((error as IngesterError).code).toBe("too_many_entries");
+  });
+
   test("an aborted call stops at once", () => {
     const abort = new AbortController();
     abort.abort();
-    expect(() => queryVolume(streams, req, { signal: abort.signal })).toThrow(IngesterError);
+    expect(() => vol(req, { signal: abort.signal })).toThrow(IngesterError);
   });
 });
 

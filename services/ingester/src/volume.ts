@@ -9,7 +9,7 @@
  * committed (a short window; Loki's ingesters keep flushed chunks out of their count the
  * same way once marked flushed).
  */
-import { VolumeAccumulator, VolumeLimitError } from "@sieve/index";
+import { VolumeAccumulator, VolumeCellsError, VolumeLimitError } from "@sieve/index";
 import { matchesLabels, parseExpr, type Matcher } from "@sieve/logql";
 import type {
   IngesterCallOptions,
@@ -59,11 +59,12 @@ function selectorMatchers(selector: string | undefined): Matcher[] {
 /**
  * Bytes of the matching streams' unflushed chunks over [start, end], by name and bucket
  * (see `@sieve/index`'s VolumeAccumulator); past `maxSeries` names, a `too_many_series`
- * refusal in Loki's words.
+ * refusal in Loki's words; past `maxEntries` (name, bucket) values, `too_many_entries`.
  */
 export function queryVolume(
   streams: Iterable<QueryableStream>,
   req: IngesterVolumeRequest,
+  maxEntries: number,
   options: IngesterCallOptions = {},
 ): IngesterVolume[] {
   if (options.signal?.aborted === true) throw abortError(options.signal);
@@ -76,6 +77,8 @@ export function queryVolume(
     targetLabels: req.targetLabels,
     matcherNames: matchers.map((m) => m.name),
     maxSeries: req.maxSeries,
+    // Each (name, bucket) value is an entry of the answer: the ingester's answer bound.
+    maxCells: maxEntries,
   });
   const seen = new Set<string>();
   try {
@@ -93,6 +96,9 @@ export function queryVolume(
   } catch (error) {
     if (error instanceof VolumeLimitError) {
       throw new IngesterError("too_many_series", error.message, { cause: error });
+    }
+    if (error instanceof VolumeCellsError) {
+      throw new IngesterError("too_many_entries", error.message, { cause: error });
     }
     throw error;
   }

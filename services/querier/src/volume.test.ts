@@ -210,12 +210,14 @@ describe("index/volume over the index and the ingesters", () => {
     expect(a.status).toBe(200);
     const data = a.data();
     expect(data.resultType).toBe("vector");
-    const want = [
-      { app: "api", pod: "a" },
-      { app: "api", pod: "b" },
-      { app: "web", pod: "a" },
-      { app: "db" },
-    ]
+    const want = (
+      [
+        { app: "api", pod: "a" },
+        { app: "api", pod: "b" },
+        { app: "web", pod: "a" },
+        { app: "db" },
+      ] as Record<string, string>[]
+    )
       .map((l) => ({ metric: l, value: [T0s + 1000, String(bytesOf(l))] }))
       .sort((x, y) => Number(y.value[1]) - Number(x.value[1]));
     expect(data.result).toEqual(want);
@@ -316,6 +318,12 @@ describe("index/volume over the index and the ingesters", () => {
       400,
       "the query hit the max number of series limit (limit: 3 series)\n",
     ]);
+  });
+
+  test("past the query's memory budget (a value of a name in a step: 64 bytes): 400", async () => {
+    const a = await run("index_volume", { query: "{}", ...whole }, { maxQueryMemoryBytes: 128 });
+    expect(a.status).toBe(400);
+    expect(a.body).toContain("the query would hold more than 128 bytes in memory");
   });
 
   test("a bad selector, a bad parameter: 400", async () => {

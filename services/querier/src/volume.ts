@@ -13,6 +13,7 @@
 import {
   DEFAULT_VOLUME_LIMIT,
   VolumeAccumulator,
+  VolumeCellsError,
   VolumeLimitError,
   volumeMaxSeriesMessage,
   type VolumeAggregateBy,
@@ -20,7 +21,7 @@ import {
 import { parseLabels } from "@sieve/labels";
 import { matchesLabels, type Matcher } from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
-import { QueryError } from "./errors.js";
+import { QueryError, queryMemory } from "./errors.js";
 import {
   ParamError,
   parseBounds,
@@ -36,6 +37,8 @@ import type { QueryLimits } from "./config.js";
 const MATCH_ANY = "{}";
 
 const ERR_END_BEFORE_START = "end timestamp must not be before or equal to start time";
+/** What one (name, bucket) value of an accumulator holds, about: map entries and numbers. */
+const CELL_BYTES = 64;
 
 /** A parsed volume request; `step` 0 for `index/volume`. */
 export interface VolumeQuery {
@@ -175,6 +178,10 @@ export async function runVolume(
     targetLabels: q.targetLabels,
     matcherNames: matchers.map((m) => m.name),
     maxSeries,
+    // About 64 bytes a (name, bucket) value: the query's memory budget bounds them.
+    ...(limits.maxQueryMemoryBytes > 0 && {
+      maxCells: Math.max(1, Math.floor(limits.maxQueryMemoryBytes / CELL_BYTES)),
+    }),
   });
   const fromIngesters = ctx.race(
     parts.ingesters.volume(
@@ -207,6 +214,7 @@ export async function runVolume(
     for (const v of await fromIngesters) acc.add(v.name, v.bucket, v.bytes);
   } catch (error) {
     if (error instanceof VolumeLimitError) throw new QueryError("volume_max_series", error.message);
+    if (error instanceof VolumeCellsError) throw queryMemory(limits.maxQueryMemoryBytes);
     // An ingester's refusal past the same limit, relayed as a 400 in its words.
     if (error instanceof QueryError && error.message.includes(volumeMaxSeriesMessage(maxSeries))) {
       throw new QueryError("volume_max_series", volumeMaxSeriesMessage(maxSeries));
