@@ -140,7 +140,14 @@ describe("index segments", () => {
         series: [
           {
             ...withLines.series[0]!,
-            chunks: withLines.series[0]!.chunks.map(({ lineBytes: _, ...c }) => c),
+            chunks: withLines.series[0]!.chunks.map((c) => ({
+              from: c.from,
+              through: c.through,
+              checksum: c.checksum,
+              bytes: c.bytes,
+              entries: c.entries,
+              prefixed: c.prefixed,
+            })),
           },
         ],
       }).length + 8,
