@@ -38,6 +38,14 @@ export {
   decodeSeriesResponse,
   encodeTailRequest,
   decodeTailRequest,
+  encodeVolumeRequest,
+  decodeVolumeRequest,
+  encodeVolumeResponse,
+  decodeVolumeResponse,
+  encodeStatsRequest,
+  decodeStatsRequest,
+  encodeStatsResponse,
+  decodeStatsResponse,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,
@@ -51,6 +59,10 @@ export type {
   IngesterTailer,
   IngesterTailRequest,
   IngesterTailSink,
+  IngesterVolumeRequest,
+  IngesterVolume,
+  IngesterStatsRequest,
+  IngesterStats,
 } from "./ingester.js";
 export {
   decodePushRaw,

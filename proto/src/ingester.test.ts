@@ -13,6 +13,14 @@ import {
   encodeSeriesRequest,
   encodeSeriesResponse,
   encodeTailRequest,
+  decodeStatsRequest,
+  decodeStatsResponse,
+  decodeVolumeRequest,
+  decodeVolumeResponse,
+  encodeStatsRequest,
+  encodeStatsResponse,
+  encodeVolumeRequest,
+  encodeVolumeResponse,
 } from "./ingester.js";
 import type { IngesterQueryRequest, IngesterStream } from "./ingester.js";
 
@@ -163,5 +171,85 @@ describe("tail request", () => {
     expect(() => decodeTailRequest(encodeTailRequest({ tenant: "t", selector: "" }))).toThrow(
       /selector is empty/,
     );
+  });
+});
+
+describe("ingester volume and stats messages", () => {
+  test("volume requests and responses round-trip", () => {
+    const req = {
+      tenant: "t",
+      selector: `{app=~".+"}`,
+      start: -5n,
+      end: 3600n * 10n ** 9n,
+      step: 60n * 10n ** 9n,
+      targetLabels: ["service_name", "pod"],
+      aggregateBy: "labels" as const,
+      maxSeries: 1000,
+    };
+    expect(decodeVolumeRequest(encodeVolumeRequest(req))).toEqual(req);
+    const any = { ...req, step: 0n, targetLabels: [], aggregateBy: "series" as const };
+    const noSelector: typeof any = { ...any };
+    delete (noSelector as { selector?: string }).selector;
+    expect(decodeVolumeRequest(encodeVolumeRequest(noSelector))).toEqual(noSelector);
+    const volumes = [
+      { name: `{app="api"}`, bucket: 0, bytes: 2 ** 53 - 1 },
+      { name: "app", bucket: 11_000, bytes: 0 },
+    ];
+    expect(decodeVolumeResponse(encodeVolumeResponse(volumes))).toEqual(volumes);
+  });
+
+  test("stats requests and responses round-trip", () => {
+    const req = { tenant: "t", selector: `{a="b"}`, start: 0n, end: 10n };
+    expect(decodeStatsRequest(encodeStatsRequest(req))).toEqual(req);
+    const stats = { streams: 2, chunks: 3, bytes: 2 ** 40, entries: 7 };
+    expect(decodeStatsResponse(encodeStatsResponse(stats))).toEqual(stats);
+  });
+
+  const base = {
+    tenant: "t",
+    start: 0n,
+    end: 100n,
+    step: 0n,
+    targetLabels: [],
+    aggregateBy: "series" as const,
+    maxSeries: 10,
+  };
+  test.each<[string, () => unknown, string]>([
+    [
+      "a volume request without a tenant",
+      () => decodeVolumeRequest(encodeVolumeRequest({ ...base, tenant: "" })),
+      "tenant",
+    ],
+    [
+      "a negative step",
+      () => decodeVolumeRequest(encodeVolumeRequest({ ...base, step: -1n })),
+      "step -1",
+    ],
+    [
+      "more buckets than Loki's points",
+      () => decodeVolumeRequest(encodeVolumeRequest({ ...base, end: 20_000n, step: 1n })),
+      "buckets",
+    ],
+    [
+      "no series allowed",
+      () => decodeVolumeRequest(encodeVolumeRequest({ ...base, maxSeries: 0 })),
+      "max_series",
+    ],
+    [
+      "end before start",
+      () => decodeStatsRequest(encodeStatsRequest({ tenant: "t", start: 2n, end: 1n })),
+      "before start",
+    ],
+    [
+      "bytes past 2^53",
+      () =>
+        decodeStatsResponse(
+          encodeStatsResponse({ streams: 0, chunks: 0, bytes: 2 ** 53 + 2, entries: 0 }),
+        ),
+      "bytes",
+    ],
+  ])("refuses %s", (_name, decode, message) => {
+    expect(decode).toThrow(ProtoError);
+    expect(decode).toThrow(message);
   });
 });

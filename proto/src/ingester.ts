@@ -23,6 +23,10 @@ const QueryRequestType = root.lookupType("sieve.ingester.v1.QueryRequest");
 const QueryResponseType = root.lookupType("sieve.ingester.v1.QueryResponse");
 const SeriesRequestType = root.lookupType("sieve.ingester.v1.SeriesRequest");
 const SeriesResponseType = root.lookupType("sieve.ingester.v1.SeriesResponse");
+const VolumeRequestType = root.lookupType("sieve.ingester.v1.VolumeRequest");
+const VolumeResponseType = root.lookupType("sieve.ingester.v1.VolumeResponse");
+const StatsRequestType = root.lookupType("sieve.ingester.v1.StatsRequest");
+const StatsResponseType = root.lookupType("sieve.ingester.v1.StatsResponse");
 
 /** Longest selector (log query) a request may carry, in UTF-16 code units. */
 export const MAX_SELECTOR_LENGTH = 65_536;
@@ -106,6 +110,53 @@ export interface IngesterCallOptions {
 export interface IngesterQuerier {
   query(req: IngesterQueryRequest, options?: IngesterCallOptions): Promise<IngesterStream[]>;
   series(req: IngesterSeriesRequest, options?: IngesterCallOptions): Promise<IngesterSeries[]>;
+  /** Bytes of the unflushed chunks by name and bucket (Loki's ingester GetVolume). */
+  volume(req: IngesterVolumeRequest, options?: IngesterCallOptions): Promise<IngesterVolume[]>;
+  /** What the unflushed chunks hold (Loki's ingester GetStats). */
+  stats(req: IngesterStatsRequest, options?: IngesterCallOptions): Promise<IngesterStats>;
+}
+
+/**
+ * A volume request (Loki's VolumeRequest to an ingester): the tenant's streams matching
+ * `selector` over [start, end] (both inclusive), named and bucketed as `@sieve/index`'s
+ * `VolumeAccumulator` does.
+ */
+export interface IngesterVolumeRequest {
+  readonly tenant: string;
+  /** A LogQL stream selector; absent = every stream (Loki's `{}`). */
+  readonly selector?: string;
+  readonly start: bigint;
+  readonly end: bigint;
+  /** Bucket width, ns; 0 = one bucket. */
+  readonly step: bigint;
+  readonly targetLabels: readonly string[];
+  readonly aggregateBy: "series" | "labels";
+  /** Most names before the ingester refuses (the tenant's `volumeMaxSeries`). */
+  readonly maxSeries: number;
+}
+
+/** One name's bytes in one bucket. */
+export interface IngesterVolume {
+  readonly name: string;
+  readonly bucket: number;
+  readonly bytes: number;
+}
+
+/** A stats request: the unflushed chunks of matching streams overlapping [start, end]. */
+export interface IngesterStatsRequest {
+  readonly tenant: string;
+  /** A LogQL stream selector; absent = every stream. */
+  readonly selector?: string;
+  readonly start: bigint;
+  readonly end: bigint;
+}
+
+/** What the unflushed chunks hold: Loki's IndexStatsResponse, bytes as line bytes. */
+export interface IngesterStats {
+  readonly streams: number;
+  readonly chunks: number;
+  readonly bytes: number;
+  readonly entries: number;
 }
 
 // --- wire shapes, as protobufjs decodes them (absent fields read as their defaults) -----
@@ -347,4 +398,135 @@ export function encodeTailRequest(req: IngesterTailRequest): Uint8Array {
 export function decodeTailRequest(bytes: Uint8Array): IngesterTailRequest {
   const { tenant, selector } = decodeQueryRequest(bytes);
   return { tenant, selector };
+}
+
+/** Most buckets a volume request may ask for (Loki's 11,000 points, and the two ends). */
+const MAX_VOLUME_BUCKETS = 11_002n;
+const AGGREGATE_BY = ["series", "labels"] as const;
+
+interface WireVolumeRequest {
+  tenant: string;
+  selector: string;
+  start: LongBits | number;
+  end: LongBits | number;
+  step: LongBits | number;
+  targetLabels: string[];
+  aggregateBy: number;
+  maxSeries: number;
+}
+
+/** A uint64 as a JavaScript number, refused past 2^53. */
+function safeNumber(v: LongBits | number, field: string): number {
+  const n = toBigInt(v, false);
+  if (n > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`${field} ${n}`);
+  return Number(n);
+}
+
+/** Encodes a VolumeRequest: what a querier sends. */
+export function encodeVolumeRequest(req: IngesterVolumeRequest): Uint8Array {
+  return VolumeRequestType.encode({
+    tenant: req.tenant,
+    selector: req.selector ?? "",
+    start: toLong(req.start),
+    end: toLong(req.end),
+    step: toLong(req.step),
+    targetLabels: [...req.targetLabels],
+    aggregateBy: req.aggregateBy === "labels" ? 1 : 0,
+    maxSeries: req.maxSeries,
+  }).finish();
+}
+
+/**
+ * Decodes and checks a VolumeRequest (at most {@link MAX_VOLUME_BUCKETS} buckets, a known
+ * aggregation, a bounded selector); throws a ProtoError `malformed_protobuf`.
+ */
+export function decodeVolumeRequest(bytes: Uint8Array): IngesterVolumeRequest {
+  const w = decodeWith(VolumeRequestType, bytes) as WireVolumeRequest;
+  checkTenant(w.tenant);
+  checkSelector(w.selector);
+  const { start, end } = range(w);
+  const step = toBigInt(w.step, true);
+  if (step < 0n) throw malformed(`step ${step}`);
+  if (step > 0n && (end - start) / step > MAX_VOLUME_BUCKETS - 2n) {
+    throw malformed(`more than ${MAX_VOLUME_BUCKETS} buckets`);
+  }
+  const aggregateBy = AGGREGATE_BY[w.aggregateBy];
+  if (aggregateBy === undefined) throw malformed(`aggregate_by ${w.aggregateBy}`);
+  if (w.targetLabels.length > 1024) throw malformed(`${w.targetLabels.length} target labels`);
+  if (w.maxSeries === 0) throw malformed("max_series is 0");
+  return {
+    tenant: w.tenant,
+    ...(w.selector !== "" && { selector: w.selector }),
+    start,
+    end,
+    step,
+    targetLabels: w.targetLabels,
+    aggregateBy,
+    maxSeries: w.maxSeries >>> 0,
+  };
+}
+
+/** Encodes a VolumeResponse: what an ingester answers. */
+export function encodeVolumeResponse(volumes: readonly IngesterVolume[]): Uint8Array {
+  return VolumeResponseType.encode({
+    volumes: volumes.map((v) => ({
+      name: v.name,
+      bucket: v.bucket,
+      bytes: toLong(BigInt(v.bytes)),
+    })),
+  }).finish();
+}
+
+/** Decodes a VolumeResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodeVolumeResponse(bytes: Uint8Array): IngesterVolume[] {
+  const w = decodeWith(VolumeResponseType, bytes) as {
+    volumes: { name: string; bucket: number; bytes: LongBits | number }[];
+  };
+  return w.volumes.map((v) => ({
+    name: v.name,
+    bucket: v.bucket >>> 0,
+    bytes: safeNumber(v.bytes, "bytes"),
+  }));
+}
+
+/** Encodes a StatsRequest: what a querier sends. */
+export function encodeStatsRequest(req: IngesterStatsRequest): Uint8Array {
+  return StatsRequestType.encode({
+    tenant: req.tenant,
+    selector: req.selector ?? "",
+    start: toLong(req.start),
+    end: toLong(req.end),
+  }).finish();
+}
+
+/** Decodes and checks a StatsRequest; throws a ProtoError `malformed_protobuf`. */
+export function decodeStatsRequest(bytes: Uint8Array): IngesterStatsRequest {
+  const w = decodeWith(StatsRequestType, bytes) as WireSeriesRequest;
+  checkTenant(w.tenant);
+  checkSelector(w.selector);
+  return { tenant: w.tenant, ...(w.selector !== "" && { selector: w.selector }), ...range(w) };
+}
+
+/** Encodes a StatsResponse: what an ingester answers. */
+export function encodeStatsResponse(stats: IngesterStats): Uint8Array {
+  return StatsResponseType.encode({
+    streams: toLong(BigInt(stats.streams)),
+    chunks: toLong(BigInt(stats.chunks)),
+    bytes: toLong(BigInt(stats.bytes)),
+    entries: toLong(BigInt(stats.entries)),
+  }).finish();
+}
+
+/** Decodes a StatsResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodeStatsResponse(bytes: Uint8Array): IngesterStats {
+  const w = decodeWith(StatsResponseType, bytes) as Record<
+    "streams" | "chunks" | "bytes" | "entries",
+    LongBits | number
+  >;
+  return {
+    streams: safeNumber(w.streams, "streams"),
+    chunks: safeNumber(w.chunks, "chunks"),
+    bytes: safeNumber(w.bytes, "bytes"),
+    entries: safeNumber(w.entries, "entries"),
+  };
 }

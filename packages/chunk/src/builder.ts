@@ -40,6 +40,8 @@ export interface EncodedChunk {
   readonly entryCount: number;
   /** Sum of the blocks' uncompressed payload bytes. */
   readonly uncompressedBytes: number;
+  /** Sum of the entries' lines in UTF-8 bytes: the volume the index records (Loki's bytes). */
+  readonly lineBytes: number;
 }
 
 /** Upper bound on an entry's encoded bytes beyond its strings: varints of delta, lengths, count. */
@@ -108,6 +110,7 @@ export class ChunkBuilder {
   private readonly symbolIds = new Map<string, number>();
   private symbolBytes = 0;
   private count = 0;
+  private lines = 0;
   private minTs: bigint | undefined;
   private maxTs: bigint | undefined;
   private readonly writer = new ByteWriter();
@@ -144,6 +147,11 @@ export class ChunkBuilder {
   /** Number of blocks cut so far (the open block excluded). */
   get blockCount(): number {
     return this.blocks.length;
+  }
+
+  /** Sum of the held entries' lines in UTF-8 bytes (exact). */
+  get lineBytes(): number {
+    return this.lines;
   }
 
   /** Uncompressed bytes: exact for cut blocks, estimated for the open block. */
@@ -195,6 +203,7 @@ export class ChunkBuilder {
       this.intern(p.value);
     }
     this.count++;
+    this.lines += bytes.line;
     if (this.minTs === undefined || ts < this.minTs) this.minTs = ts;
     if (this.maxTs === undefined || ts > this.maxTs) this.maxTs = ts;
     if (this.headBytes >= this.target || this.headUpperBytes >= MAX_HEAD_UPPER_BYTES) this.cut();
@@ -340,11 +349,12 @@ export class ChunkBuilder {
       checksum: crc32c(bytes),
       entryCount: this.count,
       uncompressedBytes: this.sealedRawBytes,
+      lineBytes: this.lines,
     };
   }
 
   /** Checks an entry's types and sizes, and room for its metadata; answers its encoded size. */
-  private validate(entry: Entry): { estimate: number; upper: number } {
+  private validate(entry: Entry): { estimate: number; upper: number; line: number } {
     const { timestamp, line, structuredMetadata: md } = entry;
     if (typeof timestamp !== "bigint" || !isInt64(timestamp)) {
       throw new ChunkError(
@@ -391,7 +401,7 @@ export class ChunkBuilder {
       }
     }
     const estimate = ENTRY_TYPICAL_OVERHEAD + lineBytes + md.length * PAIR_TYPICAL_OVERHEAD;
-    return { estimate, upper: bytes };
+    return { estimate, upper: bytes, line: lineBytes };
   }
 
   private isDuplicate(entry: Entry): boolean {

@@ -264,6 +264,20 @@ describe("chunk round trip", () => {
     expect(reader.symbolCount).toBe(1 + 2000);
   });
 
+  test("lineBytes: the UTF-8 bytes of the lines held, duplicates dropped", () => {
+    const b = new ChunkBuilder();
+    const lines = ["plain", "héllo wörld", "日本語", "🙂 emoji"];
+    for (const [i, line] of lines.entries()) {
+      b.append({ timestamp: BigInt(i), line, structuredMetadata: [{ name: "k", value: "v" }] });
+    }
+    // An exact duplicate is dropped and not counted.
+    b.append({ timestamp: 0n, line: "plain", structuredMetadata: [{ name: "k", value: "v" }] });
+    const expected = lines.reduce((n, l) => n + Buffer.byteLength(l, "utf8"), 0);
+    expect(expected).toBe(5 + 13 + 9 + 10);
+    expect(b.lineBytes).toBe(expected);
+    expect(b.encode().lineBytes).toBe(expected);
+  });
+
   test("the key of an encoded chunk names its content", () => {
     const enc = encodeChunk([{ timestamp: 5n, line: "x", structuredMetadata: [] }]);
     const ref = {

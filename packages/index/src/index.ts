@@ -57,3 +57,14 @@ export { listSegments, mergeSegments, readIndex, segmentsForFlush } from "./read
 export type { SegmentStore, IndexedChunk, IndexedSeries } from "./reader.js";
 export { IndexError, INDEX_ERRORS } from "./errors.js";
 export type { IndexErrorCode } from "./errors.js";
+export {
+  DEFAULT_VOLUME_LIMIT,
+  MAX_VOLUME_BUCKETS,
+  VolumeAccumulator,
+  VolumeCellsError,
+  VolumeLimitError,
+  bucketFactor,
+  volumeBuckets,
+  volumeMaxSeriesMessage,
+} from "./volume.js";
+export type { VolumeAggregateBy, VolumeBucket, VolumeEntry, VolumeSpec } from "./volume.js";

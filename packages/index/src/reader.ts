@@ -25,6 +25,8 @@ export interface IndexedChunk {
   readonly entries: number;
   /** Whether the chunk's prefixed tokens are in its bloom. */
   readonly prefixed: boolean;
+  /** UTF-8 bytes of the chunk's lines; absent when its segment predates version 3. */
+  readonly lineBytes?: number;
   readonly bloom: BloomLocation;
 }
 
@@ -147,6 +149,7 @@ function indexed(tenant: string, s: SegmentSeries, c: SegmentChunk): IndexedChun
     bytes: c.bytes,
     entries: c.entries,
     prefixed: c.prefixed,
+    ...(c.lineBytes !== undefined && { lineBytes: c.lineBytes }),
     bloom: s.bloom,
   };
 }

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chunkKey } from "@sieve/chunk";
+import { crc32c } from "@sieve/kit";
 import { FsObjectStore } from "@sieve/storage";
 import { afterAll, describe, expect, it } from "vitest";
 import { IndexError } from "./errors.js";
@@ -114,6 +115,67 @@ describe("index segments", () => {
       ...base,
       metadataTokens: { keys: true, values: false },
     });
+  });
+
+  it("round-trips a chunk's line bytes (version 3) beside chunks without them", () => {
+    const withLines: IndexSegment = {
+      ...sample,
+      series: [
+        {
+          ...sample.series[0]!,
+          chunks: [
+            { ...chunkAt(at(D, 1), at(D, 2), 7, true), lineBytes: 0 },
+            { ...chunkAt(at(D, 2), at(D, 3), 8), lineBytes: 2 ** 32 - 1 },
+            chunkAt(at(D, 3), at(D, 4), 9),
+          ],
+        },
+      ],
+    };
+    const bytes = encodeSegment(withLines);
+    expect(bytes[4]).toBe(3);
+    // Each chunk with line bytes adds its u32.
+    expect(bytes.length).toBe(
+      encodeSegment({
+        ...withLines,
+        series: [
+          {
+            ...withLines.series[0]!,
+            chunks: withLines.series[0]!.chunks.map((c) => ({
+              from: c.from,
+              through: c.through,
+              checksum: c.checksum,
+              bytes: c.bytes,
+              entries: c.entries,
+              prefixed: c.prefixed,
+            })),
+          },
+        ],
+      }).length + 8,
+    );
+    const chunks = decodeSegment(bytes).series[0]!.chunks;
+    expect(chunks.map((c) => c.lineBytes)).toEqual([0, 2 ** 32 - 1, undefined]);
+    expect(chunks[0]!.prefixed).toBe(true);
+    expect(chunks[1]!.prefixed).toBe(false);
+    expect(() =>
+      encodeSegment({
+        ...withLines,
+        series: [{ ...withLines.series[0]!, chunks: [{ ...chunkAt(1n, 2n), lineBytes: 2 ** 32 }] }],
+      }),
+    ).toThrow(IndexError);
+  });
+
+  it("refuses line-bytes flags in a version 2 segment", () => {
+    const bytes = Buffer.from(
+      encodeSegment({
+        ...sample,
+        series: [{ ...sample.series[2]!, chunks: [chunkAt(at(D, 6), at(D, 6))] }],
+      }),
+    );
+    bytes[4] = 2;
+    // The last chunk's flags byte sits before the checksum; set bit 1 and re-checksum.
+    bytes[bytes.length - 5] = 2;
+    bytes.writeUInt32LE(crc32c(bytes.subarray(0, bytes.length - 4)), bytes.length - 4);
+    expect(() => decodeSegment(bytes)).toThrow(/chunk flags 2/);
   });
 
   it("reads a version 1 segment, as written before blooms recorded line n-grams", () => {

@@ -1,9 +1,9 @@
 /*
- * Index segment, version 2: one tenant's series and chunk refs for one UTC day, written by
+ * Index segment, version 3: one tenant's series and chunk refs for one UTC day, written by
  * an ingester at each flush, after the chunks and bloom blocks it points to. All integers
  * little-endian; docs/formats.md ("Index segments") is the same layout for other readers.
  *
- *   u32 magic "SVIX", u8 version = 2, 3 reserved zero bytes
+ *   u32 magic "SVIX", u8 version = 3, 3 reserved zero bytes
  *   text tenant (u32 byte length, UTF-8; 1–256 bytes)
  *   u32 day: days since 1970-01-01 (UTC)
  *   u32 bloom block count, then each block's object key as text (1–1024 bytes)
@@ -18,7 +18,8 @@
  *                    token flags as the record's (not 0: kinds 1 and 2 hold both kinds)
  *     u32 chunk count (≥ 1), then per chunk: i64 from, i64 through (ns, from ≤ through),
  *       u32 checksum, u32 size in bytes, u32 entry count, u8 flags (bit 0: the chunk's
- *       prefixed tokens are in the series' bloom; other bits zero)
+ *       prefixed tokens are in the series' bloom; bit 1 (version 3): a u32 follows, the
+ *       UTF-8 bytes of the chunk's lines; other bits zero)
  *   u32 CRC-32C of every byte before it
  *
  * A chunk's object key is not stored: it is chunkKey(tenant, fingerprint, from, through,
@@ -41,8 +42,11 @@ import {
 
 /** "SVIX" read as a little-endian u32. */
 const MAGIC = 0x58495653;
-/** The segment version this code writes; it also reads version 1 (no bloom kind 2). */
-export const SEGMENT_VERSION = 2;
+/**
+ * The segment version this code writes; it also reads versions 1 (no bloom kind 2) and 2
+ * (no line bytes).
+ */
+export const SEGMENT_VERSION = 3;
 const MAX_TENANT_BYTES = 256;
 const MAX_KEY_BYTES = 1024;
 const MAX_LABELS_BYTES = 65536;
@@ -87,6 +91,11 @@ export interface SegmentChunk {
   readonly entries: number;
   /** Whether the chunk's prefixed tokens are in the series' bloom (see `CoveredChunk`). */
   readonly prefixed: boolean;
+  /**
+   * UTF-8 bytes of the chunk's lines (uncompressed: what Loki's volume and stats count);
+   * absent in segments written before version 3.
+   */
+  readonly lineBytes?: number;
 }
 
 /** One series of a segment. */
@@ -235,7 +244,11 @@ export function encodeSegment(segment: IndexSegment): Uint8Array {
       out.u32(c.checksum >>> 0);
       out.u32(c.bytes);
       out.u32(c.entries);
-      out.u8(c.prefixed ? 1 : 0);
+      const lines = c.lineBytes;
+      if (lines !== undefined && !(Number.isSafeInteger(lines) && lines >= 0 && lines < 2 ** 32))
+        throw new IndexError("invalid_argument", `chunk line bytes ${lines}`);
+      out.u8((c.prefixed ? 1 : 0) | (lines !== undefined ? 2 : 0));
+      if (lines !== undefined) out.u32(lines);
     }
   }
   out.checksum();
@@ -248,10 +261,10 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
   const r = new Reader(bytes, 0, bytes.length - 4);
   if (r.u32("magic") !== MAGIC) throw new IndexError("bad_magic", "index segment");
   const version = r.u8("version");
-  if (version !== 1 && version !== SEGMENT_VERSION) {
+  if (version < 1 || version > SEGMENT_VERSION) {
     throw new IndexError(
       "unsupported_version",
-      `index segment ${version}, this code reads 1 and ${SEGMENT_VERSION}`,
+      `index segment ${version}, this code reads 1 to ${SEGMENT_VERSION}`,
     );
   }
   const stored = new DataView(bytes.buffer, bytes.byteOffset + bytes.length - 4, 4).getUint32(
@@ -342,8 +355,9 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
       const flags = r.u8("chunk flags");
       if (through < from)
         throw new IndexError("corrupt", `chunk through ${through} before from ${from}`);
-      if (flags > 1) throw new IndexError("corrupt", `chunk flags ${flags}`);
-      chunks.push({ from, through, checksum, bytes: size, entries, prefixed: flags === 1 });
+      if (flags > (version >= 3 ? 3 : 1)) throw new IndexError("corrupt", `chunk flags ${flags}`);
+      const chunk = { from, through, checksum, bytes: size, entries, prefixed: (flags & 1) === 1 };
+      chunks.push((flags & 2) === 2 ? { ...chunk, lineBytes: r.u32("chunk line bytes") } : chunk);
     }
     series.push({ fingerprint, labels, bloom, chunks });
   }

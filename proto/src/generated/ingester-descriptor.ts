@@ -160,6 +160,116 @@ export const ingesterDescriptor = {
                       "id": 2
                     }
                   }
+                },
+                "VolumeRequest": {
+                  "fields": {
+                    "tenant": {
+                      "type": "string",
+                      "id": 1
+                    },
+                    "selector": {
+                      "type": "string",
+                      "id": 2
+                    },
+                    "start": {
+                      "type": "int64",
+                      "id": 3
+                    },
+                    "end": {
+                      "type": "int64",
+                      "id": 4
+                    },
+                    "step": {
+                      "type": "int64",
+                      "id": 5
+                    },
+                    "targetLabels": {
+                      "rule": "repeated",
+                      "type": "string",
+                      "id": 6
+                    },
+                    "aggregateBy": {
+                      "type": "AggregateBy",
+                      "id": 7
+                    },
+                    "maxSeries": {
+                      "type": "uint32",
+                      "id": 8
+                    }
+                  },
+                  "nested": {
+                    "AggregateBy": {
+                      "values": {
+                        "AGGREGATE_BY_SERIES": 0,
+                        "AGGREGATE_BY_LABELS": 1
+                      }
+                    }
+                  }
+                },
+                "VolumeResponse": {
+                  "fields": {
+                    "volumes": {
+                      "rule": "repeated",
+                      "type": "Volume",
+                      "id": 1
+                    }
+                  }
+                },
+                "Volume": {
+                  "fields": {
+                    "name": {
+                      "type": "string",
+                      "id": 1
+                    },
+                    "bucket": {
+                      "type": "uint32",
+                      "id": 2
+                    },
+                    "bytes": {
+                      "type": "uint64",
+                      "id": 3
+                    }
+                  }
+                },
+                "StatsRequest": {
+                  "fields": {
+                    "tenant": {
+                      "type": "string",
+                      "id": 1
+                    },
+                    "selector": {
+                      "type": "string",
+                      "id": 2
+                    },
+                    "start": {
+                      "type": "int64",
+                      "id": 3
+                    },
+                    "end": {
+                      "type": "int64",
+                      "id": 4
+                    }
+                  }
+                },
+                "StatsResponse": {
+                  "fields": {
+                    "streams": {
+                      "type": "uint64",
+                      "id": 1
+                    },
+                    "chunks": {
+                      "type": "uint64",
+                      "id": 2
+                    },
+                    "bytes": {
+                      "type": "uint64",
+                      "id": 3
+                    },
+                    "entries": {
+                      "type": "uint64",
+                      "id": 4
+                    }
+                  }
                 }
               }
             }

@@ -6,6 +6,10 @@ import {
   encodeQueryRequest,
   encodeSeriesRequest,
   encodeTailRequest,
+  decodeVolumeResponse,
+  encodeVolumeRequest,
+  decodeStatsResponse,
+  encodeStatsRequest,
 } from "@sieve/proto";
 import type {
   IngesterCallOptions,
@@ -18,6 +22,10 @@ import type {
   IngesterTailer,
   IngesterTailRequest,
   IngesterTailSink,
+  IngesterVolume,
+  IngesterVolumeRequest,
+  IngesterStats,
+  IngesterStatsRequest,
 } from "@sieve/proto";
 import { IngesterError } from "./errors.js";
 import type { IngesterErrorCode } from "./errors.js";
@@ -180,6 +188,42 @@ export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
         abort.abort();
       },
     };
+  }
+
+  /** Every ingester's volumes, concatenated: the querier sums them by name and bucket. */
+  async volume(
+    req: IngesterVolumeRequest,
+    options: IngesterCallOptions = {},
+  ): Promise<IngesterVolume[]> {
+    const body = encodeVolumeRequest(req);
+    const answers = await Promise.all(
+      this.urls.map((url) =>
+        this.post(url, "/ingester/v1/volume", req.tenant, body, decodeVolumeResponse, options),
+      ),
+    );
+    return answers.flat();
+  }
+
+  /** Every ingester's stats, summed (each owns different partitions, so different streams). */
+  async stats(
+    req: IngesterStatsRequest,
+    options: IngesterCallOptions = {},
+  ): Promise<IngesterStats> {
+    const body = encodeStatsRequest(req);
+    const answers = await Promise.all(
+      this.urls.map((url) =>
+        this.post(url, "/ingester/v1/stats", req.tenant, body, decodeStatsResponse, options),
+      ),
+    );
+    return answers.reduce(
+      (a, b) => ({
+        streams: a.streams + b.streams,
+        chunks: a.chunks + b.chunks,
+        bytes: a.bytes + b.bytes,
+        entries: a.entries + b.entries,
+      }),
+      { streams: 0, chunks: 0, bytes: 0, entries: 0 },
+    );
   }
 }
 

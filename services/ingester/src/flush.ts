@@ -413,6 +413,7 @@ export async function writeFlush(
         checksum: c.encoded.checksum,
         bytes: c.encoded.bytes.length,
         entries: c.encoded.entryCount,
+        lineBytes: c.encoded.lineBytes,
         prefixed: prefixed.has(`${c.encoded.from}-${c.encoded.through}-${c.encoded.checksum}`),
       }));
       const bloom: BloomLocation =

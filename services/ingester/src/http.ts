@@ -10,6 +10,10 @@ import {
   decodeTailRequest,
   encodeQueryResponse,
   encodeSeriesResponse,
+  decodeVolumeRequest,
+  encodeVolumeResponse,
+  decodeStatsRequest,
+  encodeStatsResponse,
 } from "@sieve/proto";
 import type { QueueConsumer } from "@sieve/queue";
 import type { IngesterConfig } from "./config.js";
@@ -219,6 +223,24 @@ function internalRoutes(
     if (!ingester.serving) throw new IngesterError("not_ready");
     const body = encodeSeriesResponse(
       await ingester.series(req, { signal: querySignal(request, reply) }),
+    );
+    return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
+  });
+  app.post("/ingester/v1/volume", { logLevel: "warn" }, async (request, reply) => {
+    const req = decodeBody(request.body, decodeVolumeRequest);
+    checkTenant(request, req.tenant);
+    if (!ingester.serving) throw new IngesterError("not_ready");
+    const body = encodeVolumeResponse(
+      await ingester.volume(req, { signal: querySignal(request, reply) }),
+    );
+    return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
+  });
+  app.post("/ingester/v1/stats", { logLevel: "warn" }, async (request, reply) => {
+    const req = decodeBody(request.body, decodeStatsRequest);
+    checkTenant(request, req.tenant);
+    if (!ingester.serving) throw new IngesterError("not_ready");
+    const body = encodeStatsResponse(
+      await ingester.stats(req, { signal: querySignal(request, reply) }),
     );
     return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
   });

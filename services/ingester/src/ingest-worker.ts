@@ -128,6 +128,8 @@ const methods: WorkerMethods = {
     tails.get(id)?.close();
     tails.delete(id);
   },
+  volume: ({ id, req }) => withSignal(id, (signal) => ingester.volume(req, { signal })),
+  stats: ({ id, req }) => withSignal(id, (signal) => ingester.stats(req, { signal })),
 };
 
 async function withSignal<T>(id: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {

@@ -41,6 +41,13 @@ import type { RecoveryDeps } from "./recovery.js";
 import type { Stream } from "./stream.js";
 import { streamKey } from "./stream.js";
 import { Tails } from "./tail.js";
+import { queryStats, queryVolume } from "./volume.js";
+import type {
+  IngesterStats,
+  IngesterStatsRequest,
+  IngesterVolume,
+  IngesterVolumeRequest,
+} from "@sieve/proto";
 
 /** The ingester's dependencies, passed in. */
 export interface IngesterDeps {
@@ -475,5 +482,17 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
   /** Tails held now. */
   get tailCount(): number {
     return this.tails.size;
+  }
+
+  /** Bytes of the tenant's unflushed chunks by name and bucket (see volume.ts). */
+  volume(req: IngesterVolumeRequest, options?: IngesterCallOptions): Promise<IngesterVolume[]> {
+    return Promise.resolve().then(() =>
+      queryVolume(this.tenantStreams(req.tenant), req, this.config.maxEntriesPerQuery, options),
+    );
+  }
+
+  /** What the tenant's unflushed chunks hold (see volume.ts). */
+  stats(req: IngesterStatsRequest, options?: IngesterCallOptions): Promise<IngesterStats> {
+    return Promise.resolve().then(() => queryStats(this.tenantStreams(req.tenant), req, options));
   }
 }

@@ -21,6 +21,10 @@ import type {
   IngesterQueryRequest,
   IngesterSeries,
   IngesterSeriesRequest,
+  IngesterStats,
+  IngesterStatsRequest,
+  IngesterVolume,
+  IngesterVolumeRequest,
   IngesterStream,
   IngesterTail,
   IngesterTailer,
@@ -99,6 +103,8 @@ export interface WorkerMethods {
   /** Holds a tail; resolves once held. */
   tail(arg: { id: number; req: IngesterTailRequest }): Promise<void>;
   untail(arg: { id: number }): void;
+  volume(arg: { id: number; req: IngesterVolumeRequest }): Promise<IngesterVolume[]>;
+  stats(arg: { id: number; req: IngesterStatsRequest }): Promise<IngesterStats>;
 }
 
 /** Options of {@link IngesterWorkers}. */
@@ -228,6 +234,30 @@ export class IngesterWorkers implements IngesterHandle {
 
   series(req: IngesterSeriesRequest, options?: IngesterCallOptions): Promise<IngesterSeries[]> {
     return this.everyWorker(options, (s, id) => s.peer.call("series", { id, req }));
+  }
+
+  /**
+   * Every worker's volumes: a worker owns whole partitions, so a stream is in one worker
+   * and the querier sums the entries as it sums the index's.
+   */
+  volume(req: IngesterVolumeRequest, options?: IngesterCallOptions): Promise<IngesterVolume[]> {
+    return this.everyWorker(options, (s, id) => s.peer.call("volume", { id, req }));
+  }
+
+  /** Every worker's stats, summed. */
+  async stats(req: IngesterStatsRequest, options?: IngesterCallOptions): Promise<IngesterStats> {
+    const each = await this.everyWorker(options, (s, id) =>
+      s.peer.call("stats", { id, req }).then((one) => [one]),
+    );
+    return each.reduce(
+      (a, b) => ({
+        streams: a.streams + b.streams,
+        chunks: a.chunks + b.chunks,
+        bytes: a.bytes + b.bytes,
+        entries: a.entries + b.entries,
+      }),
+      { streams: 0, chunks: 0, bytes: 0, entries: 0 },
+    );
   }
 
   /**

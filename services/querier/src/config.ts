@@ -28,6 +28,10 @@ export interface QueryLimits {
   readonly maxQueryMemoryBytes: number;
   /** Loki's `max_concurrent_tail_requests` (10): tails a tenant may hold open at once. */
   readonly maxConcurrentTailRequests: number;
+  /** Loki's `volume_enabled` (true in Loki 3): `index/volume[_range]` answer; off, 404. */
+  readonly volumeEnabled: boolean;
+  /** Loki's `volume_max_series` (1000): names a volume query may accumulate (400 past it). */
+  readonly volumeMaxSeries: number;
 }
 
 /** Loki's defaults. */
@@ -39,6 +43,8 @@ export const DEFAULT_QUERY_LIMITS: QueryLimits = {
   maxMetricQueryEntries: 10_000_000,
   maxQueryMemoryBytes: 256 * 1024 * 1024,
   maxConcurrentTailRequests: 10,
+  volumeEnabled: true,
+  volumeMaxSeries: 1000,
 };
 
 /** The querier's configuration. Sizes in bytes. */
@@ -147,6 +153,9 @@ const SCHEMA = defineSchema({
         "bytes a query may hold: lines kept for the answer, rows for metric evaluation, entries from the ingesters (400 past it); 0 = no limit",
       maxConcurrentTailRequests:
         "tails (`/loki/api/v1/tail`) a tenant may hold open on this querier (`max_concurrent_tail_requests`); 0 = no limit",
+      volumeEnabled: "`index/volume` and `index/volume_range` answer (`volume_enabled`); off: 404",
+      volumeMaxSeries:
+        "series (or labels) a volume query may group by before it is refused (`volume_max_series`); 0 = no limit",
     },
     tailMaxDurationMs: "a tail open longer is closed (`tail_max_duration`); 0 = no limit",
     tailMaxBufferedBytes:
@@ -187,12 +196,18 @@ export function limitsFor(config: QuerierConfig, tenant: string): QueryLimits {
 
 /**
  * The limits of a read across tenants: each the smallest positive one of `all` (0, no
- * limit, only when every tenant has none), as Loki's `SmallestPositiveNonZeroIntPerTenant`.
+ * limit, only when every tenant has none), as Loki's `SmallestPositiveNonZeroIntPerTenant`;
+ * a switch is on only when it is on for every tenant.
  */
 export function smallestLimits(all: readonly QueryLimits[]): QueryLimits {
-  const out: Record<string, number> = {};
+  const out: Record<string, number | boolean> = {};
   for (const key of Object.keys(DEFAULT_QUERY_LIMITS) as (keyof QueryLimits)[]) {
-    const positive = all.map((l) => l[key]).filter((v) => v > 0);
+    const values = all.map((l) => l[key]);
+    if (typeof DEFAULT_QUERY_LIMITS[key] === "boolean") {
+      out[key] = values.every((v) => v === true);
+      continue;
+    }
+    const positive = values.filter((v): v is number => typeof v === "number" && v > 0);
     out[key] = positive.length === 0 ? 0 : Math.min(...positive);
   }
   return out as unknown as QueryLimits;

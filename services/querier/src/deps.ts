@@ -49,6 +49,8 @@ export const KEEP_ALL_FILTER: ChunkFilter = {
 export const NO_INGESTERS: IngesterQuerier = {
   query: () => Promise.resolve([]),
   series: () => Promise.resolve([]),
+  volume: () => Promise.resolve([]),
+  stats: () => Promise.resolve({ streams: 0, chunks: 0, bytes: 0, entries: 0 }),
 };
 
 /**
@@ -73,5 +75,7 @@ export function ingesterRefusalsAs400(ingesters: IngesterQuerier): IngesterQueri
   return {
     query: (req, options) => ingesters.query(req, options).catch(refusal),
     series: (req, options) => ingesters.series(req, options).catch(refusal),
+    volume: (req, options) => ingesters.volume(req, options).catch(refusal),
+    stats: (req, options) => ingesters.stats(req, options).catch(refusal),
   };
 }

@@ -23,6 +23,10 @@ const QUERY_ERRORS = defineErrors({
   store_unavailable: { status: 503, message: "object store unavailable" },
   /** Auth is on and X-Scope-OrgID is missing. */
   no_org_id: { status: 401, message: "no org id" },
+  /** A feature off for the tenant: Loki's 404 `not found` (`volumeEnabled` off). */
+  not_found: { status: 404, message: "not found" },
+  /** A volume query grouping by more names than the tenant's `volumeMaxSeries`. */
+  volume_max_series: { status: 400, message: "the query hit the max number of series limit" },
 });
 
 /** The HTTP status of each code of the querier's errors. */

@@ -78,6 +78,8 @@ const poisonedIngester: IngesterQuerier = {
         ? [{ labels: POISONED, fingerprint: fingerprint(POISONED) }]
         : [],
     ),
+  volume: () => Promise.resolve([]),
+  stats: () => Promise.resolve({ streams: 0, chunks: 0, bytes: 0, entries: 0 }),
 };
 
 let store: FsObjectStore;

@@ -23,6 +23,7 @@ import { Querier } from "./querier.js";
 import { TENANT_SEPARATOR, routeMultiTenant } from "./multi-tenant.js";
 import { routeDetected } from "./routes-detected.js";
 import type { QueryStats } from "./stats.js";
+import { parseVolumeInstantQuery, parseVolumeRangeQuery } from "./volume.js";
 
 /** The routes under `/loki/api/v1/`, by the name a task carries. */
 export const QUERY_ROUTES = {
@@ -36,6 +37,8 @@ export const QUERY_ROUTES = {
   detected_fields: "/loki/api/v1/detected_fields",
   detected_field_values: "/loki/api/v1/detected_field/:name/values",
   format_query: "/loki/api/v1/format_query",
+  index_volume: "/loki/api/v1/index/volume",
+  index_volume_range: "/loki/api/v1/index/volume_range",
 } as const;
 
 /** A route of {@link QUERY_ROUTES}. */
@@ -235,6 +238,17 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
     case "detected_field_values":
     case "format_query":
       return routeDetected(querier, task.route, task, form);
+    case "index_volume":
+    case "index_volume_range": {
+      const q =
+        task.route === "index_volume"
+          ? parseVolumeInstantQuery(form, now)
+          : parseVolumeRangeQuery(form, now);
+      const t0 = performance.now();
+      const { data, stats } = await querier.volume(tenant, q);
+      const json = stats.toJSON((performance.now() - t0) / 1000);
+      return { body: { status: "success", data: { ...data, stats: json } }, stats };
+    }
   }
 }
 

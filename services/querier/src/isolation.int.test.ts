@@ -271,6 +271,8 @@ describe("Sieve's own failures", () => {
       ingesters: {
         query: () => Promise.reject(new Error("ingester exploded")),
         series: () => Promise.resolve([]),
+        volume: () => Promise.resolve([]),
+        stats: () => Promise.resolve({ streams: 0, chunks: 0, bytes: 0, entries: 0 }),
       },
       registry,
       logger,

@@ -48,4 +48,11 @@ describe("smallestLimits (Loki's SmallestPositiveNonZero…PerTenant)", () => {
       queryTimeoutMs: 0,
     });
   });
+
+  it("keeps a switch on only when every tenant has it on", () => {
+    const on: QueryLimits = { ...DEFAULT_QUERY_LIMITS, volumeEnabled: true };
+    const off: QueryLimits = { ...DEFAULT_QUERY_LIMITS, volumeEnabled: false };
+    expect(smallestLimits([on, on]).volumeEnabled).toBe(true);
+    expect(smallestLimits([on, off]).volumeEnabled).toBe(false);
+  });
 });

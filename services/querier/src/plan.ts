@@ -63,6 +63,7 @@ function segmentChunk(c: IndexedChunk): SegmentChunk {
     bytes: c.bytes,
     entries: c.entries,
     prefixed: c.prefixed,
+    ...(c.lineBytes !== undefined && { lineBytes: c.lineBytes }),
   };
 }
 

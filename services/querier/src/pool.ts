@@ -74,7 +74,7 @@ export type WorkerTask =
 /** A call from a worker to the main thread's parts. */
 export interface PortCall {
   readonly id: number;
-  readonly call: "query" | "series" | "filter";
+  readonly call: "query" | "series" | "filter" | "volume" | "stats";
   readonly req: unknown;
 }
 
@@ -254,6 +254,10 @@ export class QueryPool {
             return chunkFilter!.filterChunkRefs(
               msg.req as Parameters<ChunkFilter["filterChunkRefs"]>[0],
             );
+          case "volume":
+            return ingesters!.volume(msg.req as Parameters<IngesterQuerier["volume"]>[0], options);
+          case "stats":
+            return ingesters!.stats(msg.req as Parameters<IngesterQuerier["stats"]>[0], options);
         }
       };
       Promise.resolve()

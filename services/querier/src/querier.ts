@@ -32,6 +32,7 @@ import { evaluateMetric, type MetricRangeQuery } from "./metrics-query.js";
 import { parseQuery, parseSelector } from "./parse.js";
 import { readIndexStats, selectSeries, type IndexStats } from "./series.js";
 import type { QueryStats } from "./stats.js";
+import { runVolume, type VolumeData, type VolumeQuery } from "./volume.js";
 
 export { TopEntries } from "./logs.js";
 export type { LogQuery, LogResult, ResultEntry } from "./logs.js";
@@ -224,6 +225,19 @@ export class Querier {
     this.checkLength(limits, start, end);
     const ctx = new QueryContext(limits);
     return await readIndexStats(this.parts, tenant, query, matchers, start, end, ctx);
+  }
+
+  /**
+   * `index/volume[_range]`: bytes per series or label over the query's range, from the
+   * index and the ingesters (see volume.ts). 404 when the tenant's `volumeEnabled` is off.
+   */
+  async volume(tenant: string, q: VolumeQuery): Promise<{ data: VolumeData; stats: QueryStats }> {
+    const limits = this.limits(tenant);
+    if (!limits.volumeEnabled) throw new QueryError("not_found", "not found");
+    this.checkLength(limits, q.start, q.end);
+    const ctx = new QueryContext(limits);
+    const data = await runVolume(this.parts, tenant, q, limits, ctx);
+    return { data, stats: ctx.stats };
   }
 }
 

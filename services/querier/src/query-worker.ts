@@ -14,6 +14,10 @@ import type {
   IngesterQueryRequest,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterVolume,
+  IngesterVolumeRequest,
+  IngesterStats,
+  IngesterStatsRequest,
 } from "@sieve/proto";
 import { QueryError } from "./errors.js";
 import { handleQuery, type QueryAnswer } from "./handler.js";
@@ -107,6 +111,8 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
       query: (req: IngesterQueryRequest) => caller.call<IngesterStream[]>("query", req),
       series: (req: IngesterSeriesRequest) =>
         caller.call<{ labels: string; fingerprint: bigint }[]>("series", req),
+      volume: (req: IngesterVolumeRequest) => caller.call<IngesterVolume[]>("volume", req),
+      stats: (req: IngesterStatsRequest) => caller.call<IngesterStats>("stats", req),
     };
   } else if (setup.ingesters !== "none") {
     const { IngesterHttpClient } = await import("@sieve/ingester");

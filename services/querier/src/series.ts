@@ -72,18 +72,29 @@ export async function readIndexStats(
 ): Promise<IndexStats> {
   const out: IndexStats = { streams: 0, chunks: 0, bytes: 0, entries: 0 };
   const streams = new Set<string>();
+  // The ingesters' unflushed chunks count too, as Loki's ingesters' GetStats: asked while
+  // the index is read.
+  const unflushed = ctx.race(
+    parts.ingesters.stats({ tenant, selector: query, start, end }, ctx.callOptions()),
+  );
+  unflushed.catch(() => undefined);
   for (const s of await readSeries(parts, tenant, start, end, ctx)) {
     const labels = parts.labels.tryOf(s.labels, "store");
     if (labels === undefined || !matchesLabels(matchers, labels)) continue;
     streams.add(s.labels);
     for (const c of s.chunks) {
       out.chunks++;
-      out.bytes += c.bytes;
+      // The lines' bytes (Loki's unit), or the object's size for a chunk indexed before
+      // segments recorded them (version 3).
+      out.bytes += c.lineBytes ?? c.bytes;
       out.entries += c.entries;
     }
   }
-  // As Loki's, a stream still only in an ingester counts (its head chunks do not: the
-  // ingesters answer series, not sizes).
+  const fromIngesters = await unflushed;
+  out.chunks += fromIngesters.chunks;
+  out.bytes += fromIngesters.bytes;
+  out.entries += fromIngesters.entries;
+  // A stream in both the index and an ingester counts once: the ingesters' series say which.
   const recent = await ctx.race(
     parts.ingesters.series({ tenant, selector: query, start, end }, ctx.callOptions()),
   );

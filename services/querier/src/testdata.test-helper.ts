@@ -18,6 +18,7 @@ import {
   type MissingReason,
   type NgramOptions,
   type SegmentSeries,
+  VolumeAccumulator,
 } from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
 import { compilePipeline, matchesLabels, parseSyntax } from "@sieve/logql";
@@ -27,7 +28,11 @@ import type {
   IngesterQueryRequest,
   IngesterSeries,
   IngesterSeriesRequest,
+  IngesterStats,
+  IngesterStatsRequest,
   IngesterStream,
+  IngesterVolume,
+  IngesterVolumeRequest,
 } from "@sieve/proto";
 
 /** A stream to write: its labels and entries (any order). */
@@ -117,6 +122,7 @@ export async function writeFlush(
         ...pick(encoded),
         bytes: encoded.bytes.byteLength,
         entries: encoded.entryCount,
+        lineBytes: encoded.lineBytes,
       });
     }
     if (options.missing !== undefined) {
@@ -230,6 +236,41 @@ export class HeadIngester implements IngesterQuerier {
     for (const [canonical, { labels }] of this.heads.get(req.tenant) ?? []) {
       if (sel !== undefined && sel.kind === "log" && !matchesLabels(sel.matchers, labels)) continue;
       out.push({ labels: canonical, fingerprint: identity(labels).fp });
+    }
+    return Promise.resolve(out);
+  }
+
+  /** Each head as one unflushed chunk, accumulated as the ingester does (its line bytes). */
+  volume(req: IngesterVolumeRequest): Promise<IngesterVolume[]> {
+    const sel = req.selector === undefined ? undefined : parseSyntax(req.selector);
+    const matchers = sel?.kind === "log" ? sel.matchers : [];
+    const acc = new VolumeAccumulator({
+      ...req,
+      matcherNames: matchers.map((m) => m.name),
+    });
+    for (const { labels, head } of this.heads.get(req.tenant)?.values() ?? []) {
+      if (!matchesLabels(matchers, labels) || head.entryCount === 0) continue;
+      const pairs = Object.keys(labels)
+        .sort()
+        .map((name) => ({ name, value: labels[name]! }));
+      const names = acc.namesOf(pairs);
+      if (names !== undefined) acc.addChunk(names, head.from!, head.through!, head.lineBytes);
+    }
+    return Promise.resolve(acc.entries());
+  }
+
+  /** Each head as one unflushed chunk overlapping [start, end]. */
+  stats(req: IngesterStatsRequest): Promise<IngesterStats> {
+    const sel = req.selector === undefined ? undefined : parseSyntax(req.selector);
+    const matchers = sel?.kind === "log" ? sel.matchers : [];
+    const out = { streams: 0, chunks: 0, bytes: 0, entries: 0 };
+    for (const { labels, head } of this.heads.get(req.tenant)?.values() ?? []) {
+      if (!matchesLabels(matchers, labels) || head.entryCount === 0) continue;
+      if (head.through! < req.start || head.from! > req.end) continue;
+      out.streams++;
+      out.chunks++;
+      out.bytes += head.lineBytes;
+      out.entries += head.entryCount;
     }
     return Promise.resolve(out);
   }
