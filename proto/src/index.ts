@@ -36,6 +36,10 @@ export {
   decodeSeriesRequest,
   encodeSeriesResponse,
   decodeSeriesResponse,
+  encodePatternsRequest,
+  decodePatternsRequest,
+  encodePatternsResponse,
+  decodePatternsResponse,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,
@@ -45,6 +49,8 @@ export type {
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterPatternsRequest,
+  PatternSeries,
 } from "./ingester.js";
 export {
   decodePushRaw,

@@ -23,6 +23,8 @@ const QueryRequestType = root.lookupType("sieve.ingester.v1.QueryRequest");
 const QueryResponseType = root.lookupType("sieve.ingester.v1.QueryResponse");
 const SeriesRequestType = root.lookupType("sieve.ingester.v1.SeriesRequest");
 const SeriesResponseType = root.lookupType("sieve.ingester.v1.SeriesResponse");
+const PatternsRequestType = root.lookupType("sieve.ingester.v1.PatternsRequest");
+const PatternsResponseType = root.lookupType("sieve.ingester.v1.PatternsResponse");
 
 /** Longest selector (log query) a request may carry, in UTF-16 code units. */
 export const MAX_SELECTOR_LENGTH = 65_536;
@@ -106,6 +108,26 @@ export interface IngesterCallOptions {
 export interface IngesterQuerier {
   query(req: IngesterQueryRequest, options?: IngesterCallOptions): Promise<IngesterStream[]>;
   series(req: IngesterSeriesRequest, options?: IngesterCallOptions): Promise<IngesterSeries[]>;
+  patterns(req: IngesterPatternsRequest, options?: IngesterCallOptions): Promise<PatternSeries[]>;
+}
+
+/** A patterns request: the patterns learned from the tenant's streams matching a selector. */
+export interface IngesterPatternsRequest {
+  readonly tenant: string;
+  /** A LogQL stream selector (no pipeline). */
+  readonly selector: string;
+  /** [start, end), Unix ns. */
+  readonly start: bigint;
+  readonly end: bigint;
+  /** Counts are summed over steps of this many ms, each at a multiple of it since the epoch. */
+  readonly stepMs: number;
+}
+
+/** One pattern of one level, with its line counts per step: `[unix seconds, count]`, in time order. */
+export interface PatternSeries {
+  readonly pattern: string;
+  readonly level: string;
+  readonly samples: readonly (readonly [number, number])[];
 }
 
 // --- wire shapes, as protobufjs decodes them (absent fields read as their defaults) -----
@@ -282,4 +304,67 @@ export function encodeSeriesResponse(series: readonly IngesterSeries[]): Uint8Ar
 export function decodeSeriesResponse(bytes: Uint8Array): IngesterSeries[] {
   const w = decodeWith(SeriesResponseType, bytes) as { series: WireSeries[] };
   return w.series.map((s) => ({ labels: s.labels, fingerprint: toBigInt(s.fingerprint, false) }));
+}
+
+interface WirePatternsRequest {
+  tenant: string;
+  selector: string;
+  start: LongBits | number;
+  end: LongBits | number;
+  stepMs: LongBits | number;
+}
+interface WirePatternSeries {
+  pattern: string;
+  level: string;
+  samples: { timestamp: LongBits | number; count: LongBits | number }[];
+}
+
+/** Encodes a PatternsRequest: what a querier sends. */
+export function encodePatternsRequest(req: IngesterPatternsRequest): Uint8Array {
+  return PatternsRequestType.encode({
+    tenant: req.tenant,
+    selector: req.selector,
+    start: toLong(req.start),
+    end: toLong(req.end),
+    stepMs: toLong(BigInt(req.stepMs)),
+  }).finish();
+}
+
+/** Decodes and checks a PatternsRequest; throws a ProtoError `malformed_protobuf`. */
+export function decodePatternsRequest(bytes: Uint8Array): IngesterPatternsRequest {
+  const w = decodeWith(PatternsRequestType, bytes) as WirePatternsRequest;
+  checkTenant(w.tenant);
+  if (w.selector === "") throw malformed("selector is empty");
+  checkSelector(w.selector);
+  const stepMs = toBigInt(w.stepMs, false);
+  if (stepMs < 1n || stepMs > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`step_ms ${stepMs}`);
+  return { tenant: w.tenant, selector: w.selector, ...range(w), stepMs: Number(stepMs) };
+}
+
+/** Encodes a PatternsResponse: what an ingester answers. */
+export function encodePatternsResponse(series: readonly PatternSeries[]): Uint8Array {
+  return PatternsResponseType.encode({
+    series: series.map((s) => ({
+      pattern: s.pattern,
+      level: s.level,
+      samples: s.samples.map(([t, n]) => ({
+        timestamp: toLong(BigInt(t)),
+        count: toLong(BigInt(n)),
+      })),
+    })),
+  }).finish();
+}
+
+/** Decodes a PatternsResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodePatternsResponse(bytes: Uint8Array): PatternSeries[] {
+  const w = decodeWith(PatternsResponseType, bytes) as { series: WirePatternSeries[] };
+  return w.series.map((s) => ({
+    pattern: s.pattern,
+    level: s.level,
+    samples: s.samples.map((p): [number, number] => {
+      const count = toBigInt(p.count, false);
+      if (count > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`count ${count}`);
+      return [Number(toBigInt(p.timestamp, true)), Number(count)];
+    }),
+  }));
 }

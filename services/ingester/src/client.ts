@@ -5,6 +5,8 @@ import {
   decodeSeriesResponse,
   encodeQueryRequest,
   encodeSeriesRequest,
+  decodePatternsResponse,
+  encodePatternsRequest,
 } from "@sieve/proto";
 import type {
   IngesterCallOptions,
@@ -13,10 +15,13 @@ import type {
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterPatternsRequest,
+  PatternSeries,
 } from "@sieve/proto";
 import { IngesterError } from "./errors.js";
 import type { IngesterErrorCode } from "./errors.js";
 import { PROTOBUF_TYPE, TIMEOUT_HEADER } from "./http.js";
+import { mergePatterns } from "./patterns.js";
 import { abortError } from "./query.js";
 
 /**
@@ -132,5 +137,18 @@ export class IngesterHttpClient implements IngesterQuerier {
       ),
     );
     return answers.flat();
+  }
+
+  async patterns(
+    req: IngesterPatternsRequest,
+    options: IngesterCallOptions = {},
+  ): Promise<PatternSeries[]> {
+    const body = encodePatternsRequest(req);
+    const answers = await Promise.all(
+      this.urls.map((url) =>
+        this.post(url, "/ingester/v1/patterns", req.tenant, body, decodePatternsResponse, options),
+      ),
+    );
+    return mergePatterns(answers);
   }
 }

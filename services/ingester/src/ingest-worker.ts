@@ -84,6 +84,7 @@ const methods: WorkerMethods = {
       );
   },
   metrics: () => registry.getMetricsAsJSON(),
+  patterns: ({ id, req }) => withSignal(id, (signal) => ingester.patterns(req, { signal })),
 };
 
 async function withSignal<T>(id: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {

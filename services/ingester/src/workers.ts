@@ -17,11 +17,13 @@ import { PortPeer, toPortError } from "@sieve/kit";
 import type { PortError } from "@sieve/kit";
 import type {
   IngesterCallOptions,
+  IngesterPatternsRequest,
   IngesterQuerier,
   IngesterQueryRequest,
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  PatternSeries,
 } from "@sieve/proto";
 import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, DeliveryFailure, QueueConsumer } from "@sieve/queue";
@@ -32,6 +34,7 @@ import type { IngesterConfig } from "./config.js";
 import { INGESTER_ERRORS, IngesterError } from "./errors.js";
 import type { IngesterErrorCode } from "./errors.js";
 import type { FlushReason } from "./head.js";
+import { mergePatterns } from "./patterns.js";
 import { abortError } from "./query.js";
 
 /** What the HTTP routes and the `sieve` command need of an ingester, in process or on workers. */
@@ -86,6 +89,7 @@ export interface WorkerMethods {
   series(arg: { id: number; req: IngesterSeriesRequest }): Promise<IngesterSeries[]>;
   cancel(arg: { id: number; reason: "timeout" | "canceled" }): void;
   metrics(arg: null): Promise<Parameters<typeof AggregatorRegistry.aggregate>[0][number]>;
+  patterns(arg: { id: number; req: IngesterPatternsRequest }): Promise<PatternSeries[]>;
 }
 
 /** Options of {@link IngesterWorkers}. */
@@ -213,6 +217,18 @@ export class IngesterWorkers implements IngesterHandle {
 
   series(req: IngesterSeriesRequest, options?: IngesterCallOptions): Promise<IngesterSeries[]> {
     return this.everyWorker(options, (s, id) => s.peer.call("series", { id, req }));
+  }
+
+  /**
+   * Every worker's patterns, merged by pattern and level (a stream's patterns live in one
+   * worker, but one pattern may come from streams of several).
+   */
+  async patterns(
+    req: IngesterPatternsRequest,
+    options?: IngesterCallOptions,
+  ): Promise<PatternSeries[]> {
+    const all = await this.everyWorker(options, (s, id) => s.peer.call("patterns", { id, req }));
+    return mergePatterns([all]);
   }
 
   /**

@@ -49,6 +49,7 @@ export const KEEP_ALL_FILTER: ChunkFilter = {
 export const NO_INGESTERS: IngesterQuerier = {
   query: () => Promise.resolve([]),
   series: () => Promise.resolve([]),
+  patterns: () => Promise.resolve([]),
 };
 
 /**
@@ -73,5 +74,6 @@ export function ingesterRefusalsAs400(ingesters: IngesterQuerier): IngesterQueri
   return {
     query: (req, options) => ingesters.query(req, options).catch(refusal),
     series: (req, options) => ingesters.series(req, options).catch(refusal),
+    patterns: (req, options) => ingesters.patterns(req, options).catch(refusal),
   };
 }

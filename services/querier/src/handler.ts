@@ -15,6 +15,7 @@ import {
   parseBounds,
   parseExplain,
   parseInstantQuery,
+  parsePatternsQuery,
   parseRangeQuery,
   seriesMatchers,
   type Form,
@@ -30,6 +31,7 @@ export const QUERY_ROUTES = {
   label_values: "/loki/api/v1/label/:name/values",
   series: "/loki/api/v1/series",
   index_stats: "/loki/api/v1/index/stats",
+  patterns: "/loki/api/v1/patterns",
 } as const;
 
 /** A route of {@link QUERY_ROUTES}. */
@@ -221,6 +223,10 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
       if (end < start)
         throw new ParamError("end timestamp must not be before or equal to start time");
       return { body: await querier.indexStats(tenant, form.get("query") ?? "", start, end) };
+    }
+    case "patterns": {
+      const q = parsePatternsQuery(form, now);
+      return { body: await querier.patterns(tenant, q.query, q.start, q.end, q.step) };
     }
   }
 }

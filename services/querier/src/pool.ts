@@ -74,7 +74,7 @@ export type WorkerTask =
 /** A call from a worker to the main thread's parts. */
 export interface PortCall {
   readonly id: number;
-  readonly call: "query" | "series" | "filter";
+  readonly call: "query" | "series" | "filter" | "patterns";
   readonly req: unknown;
 }
 
@@ -252,6 +252,11 @@ export class QueryPool {
           case "filter":
             return chunkFilter!.filterChunkRefs(
               msg.req as Parameters<ChunkFilter["filterChunkRefs"]>[0],
+            );
+          case "patterns":
+            return ingesters!.patterns(
+              msg.req as Parameters<IngesterQuerier["patterns"]>[0],
+              options,
             );
         }
       };

@@ -14,6 +14,8 @@ import type {
   IngesterQueryRequest,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterPatternsRequest,
+  PatternSeries,
 } from "@sieve/proto";
 import { QueryError } from "./errors.js";
 import { handleQuery, type QueryAnswer } from "./handler.js";
@@ -107,6 +109,7 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
       query: (req: IngesterQueryRequest) => caller.call<IngesterStream[]>("query", req),
       series: (req: IngesterSeriesRequest) =>
         caller.call<{ labels: string; fingerprint: bigint }[]>("series", req),
+      patterns: (req: IngesterPatternsRequest) => caller.call<PatternSeries[]>("patterns", req),
     };
   } else if (setup.ingesters !== "none") {
     const { IngesterHttpClient } = await import("@sieve/ingester");
