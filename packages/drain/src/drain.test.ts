@@ -142,8 +142,8 @@ describe("Drain", () => {
     d.train("user 2 logged in now", 0, "error");
     d.train("user 3 logged in now", 0, "info");
     expect([...d.clusters()].map((c) => [c.level, c.size, d.pattern(c)])).toEqual([
-      ["error", 1, "user 2 logged in now"],
       ["info", 2, "user <_> logged in now"],
+      ["error", 1, "user 2 logged in now"],
     ]);
   });
 
@@ -181,6 +181,25 @@ describe("Drain", () => {
       "gamma one two three four five",
     ]);
     expect(d.stats).toMatchObject({ created: 3, evicted: 1 });
+  });
+
+  it("pauses learning for pauseMs once evictions pass maxEvictionRatio of the lines", () => {
+    const d = new Drain("plain", { maxClusters: 4, pauseMs: 60_000 });
+    const unique = (i: number): string =>
+      `w${i}a w${i}b w${i}c w${i}d`.replace(/\d/g, (x) => "qrstuvwxyz"[+x]!);
+    const results: (string | number)[] = [];
+    for (let i = 0; i < 20; i++) {
+      const r = d.train(unique(i), 1000, "info");
+      results.push(typeof r === "string" ? r : r.id);
+    }
+    // 4 clusters fill the cache; each later line evicts one; paused once evictions > 25 %.
+    const firstPause = results.indexOf("paused");
+    expect(firstPause).toBeGreaterThan(4);
+    expect(results.slice(firstPause).every((r) => r === "paused")).toBe(true);
+    expect(d.stats.evicted).toBeGreaterThan(0.25 * (firstPause - 1));
+    expect(d.train(unique(99), 1000, "info", 60_000)).toBe("paused");
+    // After the pause it learns again, from fresh counts.
+    expect(typeof d.train(unique(99), 1000, "info", 61_001)).toBe("object");
   });
 
   it("skips lines with too few or too many tokens", () => {

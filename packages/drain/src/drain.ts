@@ -40,6 +40,14 @@ export interface DrainOptions {
   readonly bucketMs: number;
   /** Buckets one cluster keeps, the newest (3 h of 10 s by default, Loki's retention). */
   readonly maxBuckets: number;
+  /**
+   * Past this share of evictions to lines learned, learning pauses for `pauseMs` (Loki:
+   * 0.25 and 10 minutes): lines that never repeat (ids in every position) would otherwise
+   * each make a cluster and evict one, at ten times the cost of a match.
+   */
+  readonly maxEvictionRatio: number;
+  /** How long learning pauses, in ms of the clock `train` is given. */
+  readonly pauseMs: number;
 }
 
 /** Loki's pattern ingester's settings (drain.go `DefaultConfig`, 3 h of 10 s samples). */
@@ -53,6 +61,8 @@ export const DEFAULT_DRAIN_OPTIONS: DrainOptions = {
   maxTokens: 80,
   bucketMs: 10_000,
   maxBuckets: 1080,
+  maxEvictionRatio: 0.25,
+  pauseMs: 10 * 60_000,
 };
 
 /** One pattern: its template, its level, and how many lines matched it in each bucket. */
@@ -64,6 +74,8 @@ export class Cluster {
   size = 0;
   /** Set when evicted or pruned: the tree drops it lazily. */
   dead = false;
+  /** When it last matched a line, in lines learned by its Drain (for eviction). */
+  lastUsed = 0;
   /** The joined pattern, until the template changes. */
   pattern: string | undefined = undefined;
   /** Estimated bytes held. */
@@ -169,13 +181,23 @@ export class Drain {
   readonly options: DrainOptions;
   private readonly tokenizer: Tokenizer;
   private readonly root = new Map<string, TreeNode>();
-  /** Live clusters, least recently matched first (a Map keeps insertion order). */
+  /**
+   * Live clusters, oldest first. Recency is a counter on each cluster, and eviction scans
+   * for the least recent: moving a cluster to the end of a Map on every line cost two Map
+   * operations a line, an eviction (rare: see `maxEvictionRatio`) costs one scan.
+   */
   private readonly lru = new Map<number, Cluster>();
+  private clock = 0;
   private nextId = 1;
   private nodes = 0;
   /** Beyond this many nodes the tree is pruned of branches without a live cluster. */
   private readonly maxNodes: number;
   private clusterBytes = 0;
+  /** Lines learned and clusters evicted since the last pause, for `maxEvictionRatio`. */
+  private learned = 0;
+  private evictedSince = 0;
+  /** Learning is paused until then (ms of the clock `train` is given); 0: not paused. */
+  private pausedUntil = 0;
   readonly stats: DrainStats = { created: 0, evicted: 0, pruned: 0 };
 
   constructor(
@@ -198,17 +220,33 @@ export class Drain {
     return this.clusterBytes + this.nodes * NODE_BYTES;
   }
 
-  /** Live clusters, least recently matched first. */
+  /** Live clusters, oldest first. */
   clusters(): IterableIterator<Cluster> {
     return this.lru.values();
   }
 
+  /** Whether learning is paused now (see `maxEvictionRatio`). */
+  paused(nowMs: number): boolean {
+    return this.pausedUntil !== 0 && nowMs < this.pausedUntil;
+  }
+
   /**
    * Learns one line of `level` at `timeMs`: the cluster it joined or started, or why it was
-   * skipped.
+   * skipped. `nowMs` is the clock of the pause (default: the line's time).
    */
-  train(line: string, timeMs: number, level: string): Cluster | SkipReason {
+  train(line: string, timeMs: number, level: string, nowMs = timeMs): Cluster | SkipReason {
     const o = this.options;
+    if (this.pausedUntil !== 0) {
+      if (nowMs < this.pausedUntil) return "paused";
+      this.pausedUntil = 0;
+      this.learned = 0;
+      this.evictedSince = 0;
+    }
+    if (this.learned > 0 && this.evictedSince > o.maxEvictionRatio * this.learned) {
+      this.pausedUntil = nowMs + o.pauseMs;
+      return "paused";
+    }
+    this.learned++;
     const t = this.tokenizer.tokenize(line);
     if (typeof t === "string") return t;
     const tokens = t.tokens;
@@ -224,6 +262,7 @@ export class Drain {
       );
       this.stats.created++;
       this.clusterBytes += cluster.bytes;
+      cluster.lastUsed = ++this.clock; // before any eviction: the newest is never the victim
       this.lru.set(cluster.id, cluster);
       this.insert(cluster);
       if (this.lru.size > o.maxClusters) this.evictOldest();
@@ -235,10 +274,8 @@ export class Drain {
           cluster.pattern = undefined;
         }
       }
-      // Most recently matched last.
-      this.lru.delete(cluster.id);
-      this.lru.set(cluster.id, cluster);
     }
+    cluster.lastUsed = ++this.clock;
     this.clusterBytes += cluster.add(bucket, o.maxBuckets);
     return cluster;
   }
@@ -366,10 +403,13 @@ export class Drain {
   }
 
   private evictOldest(): void {
-    const oldest = this.lru.values().next().value;
+    let oldest: Cluster | undefined;
+    for (const c of this.lru.values())
+      if (oldest === undefined || c.lastUsed < oldest.lastUsed) oldest = c;
     if (oldest === undefined) return;
     this.remove(oldest);
     this.stats.evicted++;
+    this.evictedSince++;
     if (this.nodes > this.maxNodes) this.pruneTree();
   }
 

@@ -87,6 +87,7 @@ export const SKIP_REASONS = {
   too_few_tokens: "fewer than minTokens tokens",
   too_many_tokens: "more than maxTokens tokens",
   unparsable: "not the stream's format (bad logfmt, JSON without a message field)",
+  paused: "learning paused: clusters were evicted for over maxEvictionRatio of the lines",
 } as const;
 
 /** A key of {@link SKIP_REASONS}. */

@@ -127,14 +127,17 @@ interface Setup {
   readonly blooms: boolean;
   /** Line n-gram length; 0: none. */
   readonly ngramLength: number;
+  /** Whether lines are learned into patterns (Drain, patterns.ts). */
+  readonly patterns: boolean;
 }
 
 const SETUPS: readonly Setup[] = [
-  { name: "off", blooms: false, ngramLength: 0 },
-  { name: "metadata", blooms: true, ngramLength: 0 },
-  { name: "metadata + 3-grams", blooms: true, ngramLength: 3 },
-  { name: "metadata + 4-grams", blooms: true, ngramLength: 4 },
-  { name: "metadata + 5-grams", blooms: true, ngramLength: 5 },
+  { name: "off", blooms: false, ngramLength: 0, patterns: false },
+  { name: "metadata", blooms: true, ngramLength: 0, patterns: false },
+  { name: "metadata + 3-grams", blooms: true, ngramLength: 3, patterns: false },
+  { name: "metadata + 4-grams", blooms: true, ngramLength: 4, patterns: false },
+  { name: "metadata + 5-grams", blooms: true, ngramLength: 5, patterns: false },
+  { name: "metadata + patterns", blooms: true, ngramLength: 0, patterns: true },
 ];
 
 interface Run {
@@ -168,6 +171,7 @@ async function once(batches: ConsumedBatch[], setup: Setup): Promise<Run> {
           ...DEFAULT_CONFIG.blooms,
           bloomsEnabled: setup.blooms,
           ngramLength: setup.ngramLength,
+          patternsEnabled: setup.patterns,
         },
       },
       consumer,

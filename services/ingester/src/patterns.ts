@@ -53,7 +53,7 @@ export class StreamPatterns {
     }
     const drain = (this.drain ??= new Drain(detectFormat(line), this.store.drainOptions));
     // ns to ms through a double: off by less than a microsecond, well inside a 10 s bucket.
-    const r = drain.train(line, Math.floor(Number(timestampNs) / 1e6), level);
+    const r = drain.train(line, Math.floor(Number(timestampNs) / 1e6), level, nowMs);
     if (typeof r === "string") this.store.skipped[r]++;
     this.lastTrainMs = nowMs;
   }
@@ -76,6 +76,7 @@ export class PatternStore {
     too_few_tokens: 0,
     too_many_tokens: 0,
     unparsable: 0,
+    paused: 0,
   };
 
   constructor(readonly drainOptions: Partial<DrainOptions>) {}
