@@ -137,12 +137,14 @@ export class Cluster {
   }
 }
 
-// Estimates of V8's sizes (64-bit, pointer compression): an object with ~10 fields and two
-// arrays; a string header; a bucket as two small integers in two arrays grown by doubling.
+// Estimates of V8's sizes (64-bit, pointer compression), calibrated against the heap
+// (node --expose-gc, heapUsed after gc): 16 streams of lines without templates (300
+// clusters, 7,337 nodes each) held 25.2 MB for 26.0 estimated; 200 streams of one
+// template over 300 buckets held 2.63 MB for 2.69 estimated.
 const CLUSTER_BYTES = 160;
 const STRING_BYTES = 16;
-const BUCKET_BYTES = 16;
-const NODE_BYTES = 96;
+const BUCKET_BYTES = 32;
+const NODE_BYTES = 170;
 
 class TreeNode {
   children: Map<string, TreeNode> | undefined = undefined;
