@@ -170,6 +170,7 @@ export class IngesterWorkers implements IngesterHandle {
     const share: IngesterConfig = {
       ...config,
       memoryBudgetBytes: Math.max(1, Math.floor(config.memoryBudgetBytes / threads)),
+      patternMemoryBytes: Math.max(1, Math.floor(config.patternMemoryBytes / threads)),
       // A worker cannot see the queue's kind: the local log has no other owner to wait for.
       ...(this.options.consumer instanceof WalConsumer && { handoverDelayMs: 0 }),
     };
