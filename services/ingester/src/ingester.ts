@@ -445,7 +445,7 @@ export class Ingester implements IngesterQuerier {
       for (const p of this.partitions.values()) {
         if (p.patterns !== undefined) streams.push(...p.patterns.tenantStreams(req.tenant));
       }
-      return queryPatterns(streams, matchers, req);
+      return queryPatterns(streams, matchers, req, this.config.maxSeriesPerQuery);
     });
   }
 

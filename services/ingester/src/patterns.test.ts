@@ -61,6 +61,18 @@ describe("patterns of an ingester's streams", () => {
     ]);
   });
 
+  it("refuses more patterns than maxSeries", () => {
+    const s = store();
+    const a = s.stream("t", "a", '{app="x"}', { app: "x" });
+    a.train("first kind of line here", 0n, [], 0);
+    a.train("other sort of thing there", 0n, [], 0);
+    const req = { start: 0n, end: MIN_NS, stepMs: 60_000 };
+    expect(queryPatterns(s.tenantStreams("t"), matchers('{app="x"}'), req, 2)).toHaveLength(2);
+    expect(() => queryPatterns(s.tenantStreams("t"), matchers('{app="x"}'), req, 1)).toThrow(
+      "more than 1 patterns",
+    );
+  });
+
   it("mergePatterns adds counts step by step and sorts by pattern, then level", () => {
     expect(
       mergePatterns([

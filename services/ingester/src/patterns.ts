@@ -21,6 +21,7 @@ import type { Label } from "@sieve/labels";
 import { matchesLabels } from "@sieve/logql";
 import type { Matcher } from "@sieve/logql";
 import type { IngesterPatternsRequest, PatternSeries } from "@sieve/proto";
+import { IngesterError } from "./errors.js";
 
 /** A line without `detected_level` metadata counts as this level (Loki's `unknown`). */
 export const UNKNOWN_LEVEL = "unknown";
@@ -170,11 +171,13 @@ export function sweepPatterns(
  * The patterns of `streams` (a tenant's, over its partitions) matching `matchers`, in
  * [start, end) by steps of `req.stepMs`, merged by pattern and level (the same pattern in
  * two streams is one series, counts added), patterns without a line in range left out.
+ * More than `maxSeries` patterns of streams (before merging) is `too_many_series`.
  */
 export function queryPatterns(
   streams: Iterable<StreamPatterns>,
   matchers: readonly Matcher[],
   req: Pick<IngesterPatternsRequest, "start" | "end" | "stepMs">,
+  maxSeries = Infinity,
 ): PatternSeries[] {
   const fromMs = Number(req.start / 1_000_000n);
   const throughMs = Number((req.end + 999_999n) / 1_000_000n);
@@ -184,7 +187,14 @@ export function queryPatterns(
     if (drain === undefined || !matchesLabels(matchers, s.labelMap)) continue;
     for (const c of drain.clusters()) {
       const samples = samplesInRange(c, drain.options.bucketMs, fromMs, throughMs, req.stepMs);
-      if (samples.length > 0) found.push({ pattern: drain.pattern(c), level: c.level, samples });
+      if (samples.length === 0) continue;
+      if (found.length >= maxSeries) {
+        throw new IngesterError(
+          "too_many_series",
+          `more than ${maxSeries} patterns: select fewer streams`,
+        );
+      }
+      found.push({ pattern: drain.pattern(c), level: c.level, samples });
     }
   }
   return mergePatterns([found]);
