@@ -178,7 +178,9 @@ describe("patterns in sieve all", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "sieve-patterns-"));
-    sieve = await spawnSieve(["all", "--data-dir", join(dir, "data")]);
+    sieve = await spawnSieve(["all", "--data-dir", join(dir, "data")], {
+      SIEVE_INGESTER_BLOOMS_PATTERNS_ENABLED: "true",
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -191,10 +193,8 @@ describe("patterns in sieve all", () => {
     await checkAnswers(sieve!.url, waitFor);
   }, 90_000);
 
-  it("learns nothing for a tenant with patterns off", async () => {
-    const off = await spawnSieve(["all", "--data-dir", join(dir, "off")], {
-      SIEVE_INGESTER_BLOOMS_PATTERNS_ENABLED: "false",
-    });
+  it("learns nothing with patterns off (the default)", async () => {
+    const off = await spawnSieve(["all", "--data-dir", join(dir, "off")]);
     try {
       await push(off.url);
       // The lines are in (a log query sees them), and no pattern is learned.
@@ -269,13 +269,19 @@ describe("patterns in a cluster (querier → two ingesters over HTTP)", () => {
           target: "ingester",
           name: "ingester-1",
           configFile: config,
-          env: { SIEVE_INGESTER_INSTANCE_ID: "ingester-1" },
+          env: {
+            SIEVE_INGESTER_INSTANCE_ID: "ingester-1",
+            SIEVE_INGESTER_BLOOMS_PATTERNS_ENABLED: "true",
+          },
         }),
         cluster.start({
           target: "ingester",
           name: "ingester-2",
           configFile: config,
-          env: { SIEVE_INGESTER_INSTANCE_ID: "ingester-2" },
+          env: {
+            SIEVE_INGESTER_INSTANCE_ID: "ingester-2",
+            SIEVE_INGESTER_BLOOMS_PATTERNS_ENABLED: "true",
+          },
         }),
       ]);
       distributor = d.url;

@@ -45,7 +45,7 @@ describe("ingester config", () => {
       keyTokens: true,
       keyValueTokens: true,
       prefixedTokens: true,
-      patternsEnabled: true,
+      patternsEnabled: false,
     });
     expect(tenantBlooms(c, "noisy")).toEqual({
       bloomsEnabled: false,
@@ -56,7 +56,7 @@ describe("ingester config", () => {
       keyTokens: true,
       keyValueTokens: true,
       prefixedTokens: true,
-      patternsEnabled: true,
+      patternsEnabled: false,
     });
     expect(tenantBlooms(c, "other")).toBe(c.blooms);
   });
