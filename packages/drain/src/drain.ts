@@ -18,6 +18,9 @@
  */
 import { Buffer } from "node:buffer";
 import { PLACEHOLDER, Tokenizer } from "./tokenize.js";
+
+// A module-local copy for the hot loops (an imported binding is a getter once bundled).
+const PH = PLACEHOLDER;
 import type { LogFormat, SkipReason } from "./tokenize.js";
 
 /** How Drain learns and what it keeps. Loki's defaults in {@link DEFAULT_DRAIN_OPTIONS}. */
@@ -182,7 +185,8 @@ export interface DrainStats {
 export class Drain {
   readonly options: DrainOptions;
   private readonly tokenizer: Tokenizer;
-  private readonly root = new Map<string, TreeNode>();
+  /** First layer: by level, then by token count (an array: no string key to build a line). */
+  private readonly root = new Map<string, (TreeNode | undefined)[]>();
   /**
    * Live clusters, oldest first. Recency is a counter on each cluster, and eviction scans
    * for the least recent: moving a cluster to the end of a Map on every line cost two Map
@@ -271,8 +275,8 @@ export class Drain {
     } else {
       const template = cluster.tokens;
       for (let i = 0; i < template.length; i++) {
-        if (template[i] !== tokens[i] && template[i] !== PLACEHOLDER) {
-          template[i] = PLACEHOLDER;
+        if (template[i] !== tokens[i] && template[i] !== PH) {
+          template[i] = PH;
           cluster.pattern = undefined;
         }
       }
@@ -306,20 +310,15 @@ export class Drain {
 
   // ---- the tree ------------------------------------------------------------------------
 
-  private rootKey(level: string, count: number): string {
-    return `${level}\u0000${count}`;
-  }
-
   private search(tokens: readonly string[], level: string): Cluster | undefined {
-    let node = this.root.get(this.rootKey(level, tokens.length));
+    let node = this.root.get(level)?.[tokens.length];
     if (node === undefined) return undefined;
     const maxNodeDepth = this.options.maxDepth - 2;
     const n = tokens.length;
     let depth = 1;
     for (const token of tokens) {
       if (depth >= maxNodeDepth || depth === n) break;
-      const next: TreeNode | undefined =
-        node.children?.get(token) ?? node.children?.get(PLACEHOLDER);
+      const next: TreeNode | undefined = node.children?.get(token) ?? node.children?.get(PH);
       if (next === undefined) return undefined;
       node = next;
       depth++;
@@ -343,7 +342,7 @@ export class Drain {
       let params = 0;
       for (let i = 0; i < n; i++) {
         const t = template[i]!;
-        if (t === PLACEHOLDER) params++;
+        if (t === PH) params++;
         else if (t === tokens[i]) same++;
       }
       const sim = same / n;
@@ -366,8 +365,7 @@ export class Drain {
   private insert(cluster: Cluster): void {
     const tokens = cluster.tokens;
     const n = tokens.length;
-    const key = this.rootKey(cluster.level, n);
-    let node: TreeNode = this.root.get(key) ?? this.rootNode(key);
+    let node: TreeNode = this.root.get(cluster.level)?.[n] ?? this.rootNode(cluster.level, n);
     const maxNodeDepth = this.options.maxDepth - 2;
     const maxChildren = this.options.maxChildren;
     let depth = 1;
@@ -397,9 +395,14 @@ export class Drain {
     node.clusters = live;
   }
 
-  private rootNode(key: string): TreeNode {
+  private rootNode(level: string, count: number): TreeNode {
     const made = new TreeNode();
-    this.root.set(key, made);
+    let byCount = this.root.get(level);
+    if (byCount === undefined) {
+      byCount = [];
+      this.root.set(level, byCount);
+    }
+    byCount[count] = made;
     this.nodes++;
     return made;
   }
@@ -423,11 +426,19 @@ export class Drain {
 
   /** Removes dead clusters from the leaves, and nodes with neither clusters nor children. */
   private pruneTree(): void {
-    for (const [key, node] of this.root) {
-      if (this.pruneNode(node)) {
-        this.root.delete(key);
-        this.nodes--;
+    for (const [level, byCount] of this.root) {
+      let left = 0;
+      for (let n = 0; n < byCount.length; n++) {
+        const node = byCount[n];
+        if (node === undefined) continue;
+        if (this.pruneNode(node)) {
+          byCount[n] = undefined;
+          this.nodes--;
+        } else {
+          left++;
+        }
       }
+      if (left === 0) this.root.delete(level);
     }
   }
 
