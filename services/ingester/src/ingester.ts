@@ -7,7 +7,7 @@
  * answering queries from what is in memory is query.ts.
  */
 import { decodeQueueRecord } from "@sieve/proto";
-import type { QueueRecord } from "@sieve/proto";
+import type { IngesterPatternsRequest, PatternSeries, QueueRecord } from "@sieve/proto";
 import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, QueueConsumer } from "@sieve/queue";
 import type { Logger } from "pino";
@@ -32,7 +32,6 @@ import type {
   IngesterStream,
 } from "./query.js";
 import { abortError, parseSelector } from "./query.js";
-import type { IngesterPatternsRequest, PatternSeries } from "@sieve/proto";
 import { recoverAssigned } from "./recovery.js";
 import type { RecoveryDeps } from "./recovery.js";
 import type { Stream } from "./stream.js";

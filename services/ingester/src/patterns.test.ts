@@ -138,6 +138,20 @@ describe("patterns of an ingester's streams", () => {
     expect(s.skipped.too_few_tokens).toBe(0);
   });
 
+  it("a stream whose patterns were dropped while it lives is put back by its next line", () => {
+    const s = store();
+    const p = s.stream("t", "k", '{a="1"}', { a: "1" });
+    p.train("one line of four words", 0n, [], 0);
+    sweepPatterns([s], 60_000, 1 << 30); // nothing left in retention: dropped
+    expect([...s.all()]).toHaveLength(0);
+    p.train("one line of four words", 120_000_000_000n, [], 0);
+    expect([...s.all()].map((e) => e.key)).toEqual(["k"]);
+    const req = { start: 0n, end: 3n * MIN_NS, stepMs: 60_000 };
+    expect(queryPatterns(s.tenantStreams("t"), matchers('{a="1"}'), req)).toEqual([
+      { pattern: "one line of four words", level: "unknown", samples: [[120, 1]] },
+    ]);
+  });
+
   it("counts lines no pattern learned from, by reason", () => {
     const s = store();
     const p = s.stream("t", "k", '{a="1"}', { a: "1" });

@@ -35,8 +35,15 @@ export class StreamPatterns {
   drain: Drain | undefined = undefined;
   /** When it last learned a line (the clock of the ingester), for eviction. */
   lastTrainMs = 0;
+  /**
+   * Set when the store dropped it (nothing left in retention, or evicted for memory) while
+   * its stream lives on: its next line puts it back, so the store sees all it holds.
+   */
+  dropped = false;
 
   constructor(
+    readonly tenant: string,
+    readonly key: string,
     readonly labels: string,
     readonly labelMap: Readonly<Record<string, string>>,
     private readonly store: PatternStore,
@@ -52,6 +59,7 @@ export class StreamPatterns {
         break;
       }
     }
+    if (this.dropped) this.store.restore(this);
     const drain = (this.drain ??= new Drain(detectFormat(line), this.store.drainOptions));
     // ns to ms through a double: off by less than a microsecond, well inside a 10 s bucket.
     const r = drain.train(line, Math.floor(Number(timestampNs) / 1e6), level, nowMs);
@@ -96,7 +104,7 @@ export class PatternStore {
     }
     let s = streams.get(key);
     if (s === undefined) {
-      s = new StreamPatterns(labels, labelMap, this);
+      s = new StreamPatterns(tenant, key, labels, labelMap, this);
       streams.set(key, s);
     }
     return s;
@@ -114,12 +122,26 @@ export class PatternStore {
     }
   }
 
-  /** Drops a stream's patterns (a later line starts them again). */
+  /** Drops a stream's patterns (a later line of the stream starts them again). */
   delete(tenant: string, key: string): void {
     const streams = this.tenants.get(tenant);
-    if (streams === undefined) return;
+    const s = streams?.get(key);
+    if (streams === undefined || s === undefined) return;
+    s.dropped = true;
+    s.drain = undefined;
     streams.delete(key);
     if (streams.size === 0) this.tenants.delete(tenant);
+  }
+
+  /** Puts back patterns dropped while their stream lived on (see `StreamPatterns.dropped`). */
+  restore(s: StreamPatterns): void {
+    s.dropped = false;
+    let streams = this.tenants.get(s.tenant);
+    if (streams === undefined) {
+      streams = new Map();
+      this.tenants.set(s.tenant, streams);
+    }
+    if (!streams.has(s.key)) streams.set(s.key, s);
   }
 }
 
@@ -159,7 +181,6 @@ export function sweepPatterns(
     for (const h of held) {
       if (total <= budgetBytes * 0.75) break;
       h.store.delete(h.tenant, h.key);
-      h.s.drain = undefined;
       total -= h.bytes;
       evicted++;
     }
