@@ -28,6 +28,7 @@ import type {
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  PatternSeries,
 } from "@sieve/proto";
 
 /** A stream to write: its labels and entries (any order). */
@@ -232,5 +233,10 @@ export class HeadIngester implements IngesterQuerier {
       out.push({ labels: canonical, fingerprint: identity(labels).fp });
     }
     return Promise.resolve(out);
+  }
+
+  /** No patterns: as an ingester whose tenants have them off (the default). */
+  patterns(): Promise<PatternSeries[]> {
+    return Promise.resolve([]);
   }
 }
