@@ -194,6 +194,8 @@ export class Drain {
    */
   private readonly lru = new Map<number, Cluster>();
   private clock = 0;
+  /** Whether the last best match fits the line as is (no template change): set by bestMatch. */
+  private fits = false;
   private nextId = 1;
   private nodes = 0;
   /** Beyond this many nodes the tree is pruned of branches without a live cluster. */
@@ -272,7 +274,8 @@ export class Drain {
       this.lru.set(cluster.id, cluster);
       this.insert(cluster);
       if (this.lru.size > o.maxClusters) this.evictOldest();
-    } else {
+    } else if (!this.fits) {
+      // The line differs from the template somewhere it has no placeholder yet.
       const template = cluster.tokens;
       for (let i = 0; i < template.length; i++) {
         if (template[i] !== tokens[i] && template[i] !== PH) {
@@ -350,6 +353,7 @@ export class Drain {
         bestSim = sim;
         bestParams = params;
         best = c;
+        this.fits = same + params === n;
       }
     }
     return bestSim >= this.options.similarity ? best : undefined;
