@@ -147,9 +147,10 @@ export const DEFAULT_CONFIG: IngesterConfig = {
     keyTokens: true,
     keyValueTokens: true,
     prefixedTokens: true,
-    // Off, as Loki's pattern_ingester.enabled: learning costs the ingest path more than all
-    // its other work on lines with templates (pnpm bench:ingest, BENCH_TEMPLATES=1: +185 %
-    // time; +35 % on lines without templates, whose learning pauses), for a Drilldown tab.
+    // Off, as Loki's pattern_ingester.enabled: learning nearly doubles the ingest path's time
+    // (pnpm bench:ingest, metadata blooms then patterns too: +85 % on lines of 8 templates,
+    // BENCH_TEMPLATES=1, +52 % on lines without templates; +134-185 % and +35-60 % on a
+    // busier machine), for one tab of Logs Drilldown.
     patternsEnabled: false,
   },
   overrides: {},
