@@ -46,6 +46,10 @@ export {
   decodeStatsRequest,
   encodeStatsResponse,
   decodeStatsResponse,
+  encodePatternsRequest,
+  decodePatternsRequest,
+  encodePatternsResponse,
+  decodePatternsResponse,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,
@@ -63,6 +67,8 @@ export type {
   IngesterVolume,
   IngesterStatsRequest,
   IngesterStats,
+  IngesterPatternsRequest,
+  PatternSeries,
 } from "./ingester.js";
 export {
   decodePushRaw,

@@ -21,8 +21,17 @@ import {
   encodeStatsResponse,
   encodeVolumeRequest,
   encodeVolumeResponse,
+  decodePatternsRequest,
+  decodePatternsResponse,
+  encodePatternsRequest,
+  encodePatternsResponse,
 } from "./ingester.js";
-import type { IngesterQueryRequest, IngesterStream } from "./ingester.js";
+import type {
+  IngesterPatternsRequest,
+  IngesterQueryRequest,
+  IngesterStream,
+  PatternSeries,
+} from "./ingester.js";
 
 const request: IngesterQueryRequest = {
   tenant: "team-a",
@@ -251,5 +260,40 @@ describe("ingester volume and stats messages", () => {
   ])("refuses %s", (_name, decode, message) => {
     expect(decode).toThrow(ProtoError);
     expect(decode).toThrow(message);
+  });
+});
+
+describe("patterns", () => {
+  const req: IngesterPatternsRequest = {
+    tenant: "team-a",
+    selector: `{app="api"}`,
+    start: 1_700_000_000_000_000_000n,
+    end: 1_700_000_600_000_000_000n,
+    stepMs: 60_000,
+  };
+
+  test("requests and responses round-trip", () => {
+    expect(decodePatternsRequest(encodePatternsRequest(req))).toEqual(req);
+    const series: PatternSeries[] = [
+      {
+        pattern: "level=info msg=<_>",
+        level: "info",
+        samples: [
+          [1_700_000_000, 3],
+          [1_700_000_060, 1],
+        ],
+      },
+      { pattern: "<_> failed", level: "unknown", samples: [] },
+    ];
+    expect(decodePatternsResponse(encodePatternsResponse(series))).toEqual(series);
+  });
+
+  test.each<[string, IngesterPatternsRequest, string]>([
+    ["no tenant", { ...req, tenant: "" }, "tenant"],
+    ["no selector", { ...req, selector: "" }, "selector is empty"],
+    ["no step", { ...req, stepMs: 0 }, "step_ms 0"],
+    ["end before start", { ...req, end: 1n }, "before start"],
+  ])("refuses %s", (_name, bad, message) => {
+    expect(() => decodePatternsRequest(encodePatternsRequest(bad))).toThrow(message);
   });
 });

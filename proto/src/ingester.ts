@@ -27,6 +27,8 @@ const VolumeRequestType = root.lookupType("sieve.ingester.v1.VolumeRequest");
 const VolumeResponseType = root.lookupType("sieve.ingester.v1.VolumeResponse");
 const StatsRequestType = root.lookupType("sieve.ingester.v1.StatsRequest");
 const StatsResponseType = root.lookupType("sieve.ingester.v1.StatsResponse");
+const PatternsRequestType = root.lookupType("sieve.ingester.v1.PatternsRequest");
+const PatternsResponseType = root.lookupType("sieve.ingester.v1.PatternsResponse");
 
 /** Longest selector (log query) a request may carry, in UTF-16 code units. */
 export const MAX_SELECTOR_LENGTH = 65_536;
@@ -114,6 +116,8 @@ export interface IngesterQuerier {
   volume(req: IngesterVolumeRequest, options?: IngesterCallOptions): Promise<IngesterVolume[]>;
   /** What the unflushed chunks hold (Loki's ingester GetStats). */
   stats(req: IngesterStatsRequest, options?: IngesterCallOptions): Promise<IngesterStats>;
+  /** The patterns learned from the unflushed and recent lines (Loki's pattern ingester). */
+  patterns(req: IngesterPatternsRequest, options?: IngesterCallOptions): Promise<PatternSeries[]>;
 }
 
 /**
@@ -157,6 +161,25 @@ export interface IngesterStats {
   readonly chunks: number;
   readonly bytes: number;
   readonly entries: number;
+}
+
+/** A patterns request: the patterns learned from the tenant's streams matching a selector. */
+export interface IngesterPatternsRequest {
+  readonly tenant: string;
+  /** A LogQL stream selector (no pipeline). */
+  readonly selector: string;
+  /** [start, end), Unix ns. */
+  readonly start: bigint;
+  readonly end: bigint;
+  /** Counts are summed over steps of this many ms, each at a multiple of it since the epoch. */
+  readonly stepMs: number;
+}
+
+/** One pattern of one level, with its line counts per step: `[unix seconds, count]`, in time order. */
+export interface PatternSeries {
+  readonly pattern: string;
+  readonly level: string;
+  readonly samples: readonly (readonly [number, number])[];
 }
 
 // --- wire shapes, as protobufjs decodes them (absent fields read as their defaults) -----
@@ -529,4 +552,67 @@ export function decodeStatsResponse(bytes: Uint8Array): IngesterStats {
     bytes: safeNumber(w.bytes, "bytes"),
     entries: safeNumber(w.entries, "entries"),
   };
+}
+
+interface WirePatternsRequest {
+  tenant: string;
+  selector: string;
+  start: LongBits | number;
+  end: LongBits | number;
+  stepMs: LongBits | number;
+}
+interface WirePatternSeries {
+  pattern: string;
+  level: string;
+  samples: { timestamp: LongBits | number; count: LongBits | number }[];
+}
+
+/** Encodes a PatternsRequest: what a querier sends. */
+export function encodePatternsRequest(req: IngesterPatternsRequest): Uint8Array {
+  return PatternsRequestType.encode({
+    tenant: req.tenant,
+    selector: req.selector,
+    start: toLong(req.start),
+    end: toLong(req.end),
+    stepMs: toLong(BigInt(req.stepMs)),
+  }).finish();
+}
+
+/** Decodes and checks a PatternsRequest; throws a ProtoError `malformed_protobuf`. */
+export function decodePatternsRequest(bytes: Uint8Array): IngesterPatternsRequest {
+  const w = decodeWith(PatternsRequestType, bytes) as WirePatternsRequest;
+  checkTenant(w.tenant);
+  if (w.selector === "") throw malformed("selector is empty");
+  checkSelector(w.selector);
+  const stepMs = toBigInt(w.stepMs, false);
+  if (stepMs < 1n || stepMs > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`step_ms ${stepMs}`);
+  return { tenant: w.tenant, selector: w.selector, ...range(w), stepMs: Number(stepMs) };
+}
+
+/** Encodes a PatternsResponse: what an ingester answers. */
+export function encodePatternsResponse(series: readonly PatternSeries[]): Uint8Array {
+  return PatternsResponseType.encode({
+    series: series.map((s) => ({
+      pattern: s.pattern,
+      level: s.level,
+      samples: s.samples.map(([t, n]) => ({
+        timestamp: toLong(BigInt(t)),
+        count: toLong(BigInt(n)),
+      })),
+    })),
+  }).finish();
+}
+
+/** Decodes a PatternsResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodePatternsResponse(bytes: Uint8Array): PatternSeries[] {
+  const w = decodeWith(PatternsResponseType, bytes) as { series: WirePatternSeries[] };
+  return w.series.map((s) => ({
+    pattern: s.pattern,
+    level: s.level,
+    samples: s.samples.map((p): [number, number] => {
+      const count = toBigInt(p.count, false);
+      if (count > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`count ${count}`);
+      return [Number(toBigInt(p.timestamp, true)), Number(count)];
+    }),
+  }));
 }

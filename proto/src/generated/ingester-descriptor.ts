@@ -270,6 +270,68 @@ export const ingesterDescriptor = {
                       "id": 4
                     }
                   }
+                },
+                "PatternsRequest": {
+                  "fields": {
+                    "tenant": {
+                      "type": "string",
+                      "id": 1
+                    },
+                    "selector": {
+                      "type": "string",
+                      "id": 2
+                    },
+                    "start": {
+                      "type": "int64",
+                      "id": 3
+                    },
+                    "end": {
+                      "type": "int64",
+                      "id": 4
+                    },
+                    "stepMs": {
+                      "type": "int64",
+                      "id": 5
+                    }
+                  }
+                },
+                "PatternsResponse": {
+                  "fields": {
+                    "series": {
+                      "rule": "repeated",
+                      "type": "PatternSeries",
+                      "id": 1
+                    }
+                  }
+                },
+                "PatternSeries": {
+                  "fields": {
+                    "pattern": {
+                      "type": "string",
+                      "id": 1
+                    },
+                    "level": {
+                      "type": "string",
+                      "id": 2
+                    },
+                    "samples": {
+                      "rule": "repeated",
+                      "type": "PatternSample",
+                      "id": 3
+                    }
+                  }
+                },
+                "PatternSample": {
+                  "fields": {
+                    "timestamp": {
+                      "type": "int64",
+                      "id": 1
+                    },
+                    "count": {
+                      "type": "int64",
+                      "id": 2
+                    }
+                  }
                 }
               }
             }

@@ -33,6 +33,7 @@ import { createIngester, DEFAULT_CONFIG } from "../src/index.js";
 const LINES = Number(process.env.BENCH_LINES ?? 200_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const STREAMS = 16;
+const TEMPLATES = process.env.BENCH_TEMPLATES === "1";
 const PARTITIONS = 4;
 const PER_RECORD = 100;
 const BATCH_RECORDS = 100;
@@ -72,8 +73,16 @@ function generate(): { batches: ConsumedBatch[]; rawBytes: number } {
       const entries = [];
       for (let i = 0; i < PER_RECORD && line < LINES; i++, line++) {
         let text = `ts=${line} level=info msg="request served"`;
-        while (text.length < 190)
-          text += ` ${words[Math.floor(rand() * words.length)]}=${Math.floor(rand() * 100000)}`;
+        // BENCH_TEMPLATES=1: keys in one of 8 fixed orders (lines of templates, values
+        // varying, as most logs); by default every key is random (no template: the worst
+        // case of patterns, which pause learning once evictions pass a quarter of the lines).
+        const order = line % 8;
+        for (let k = 0; text.length < 190; k++) {
+          const key = TEMPLATES
+            ? words[(order + k * 3) % words.length]
+            : words[Math.floor(rand() * words.length)];
+          text += ` ${key}=${Math.floor(rand() * 100000)}`;
+        }
         text = text.slice(0, 200);
         rawBytes += Buffer.byteLength(text);
         const trace = Math.floor(line / 10)
@@ -141,14 +150,17 @@ interface Setup {
   readonly blooms: boolean;
   /** Line n-gram length; 0: none. */
   readonly ngramLength: number;
+  /** Whether lines are learned into patterns (Drain, patterns.ts). */
+  readonly patterns: boolean;
 }
 
 const SETUPS: readonly Setup[] = [
-  { name: "off", blooms: false, ngramLength: 0 },
-  { name: "metadata", blooms: true, ngramLength: 0 },
-  { name: "metadata + 3-grams", blooms: true, ngramLength: 3 },
-  { name: "metadata + 4-grams", blooms: true, ngramLength: 4 },
-  { name: "metadata + 5-grams", blooms: true, ngramLength: 5 },
+  { name: "off", blooms: false, ngramLength: 0, patterns: false },
+  { name: "metadata", blooms: true, ngramLength: 0, patterns: false },
+  { name: "metadata + 3-grams", blooms: true, ngramLength: 3, patterns: false },
+  { name: "metadata + 4-grams", blooms: true, ngramLength: 4, patterns: false },
+  { name: "metadata + 5-grams", blooms: true, ngramLength: 5, patterns: false },
+  { name: "metadata + patterns", blooms: true, ngramLength: 0, patterns: true },
 ];
 
 interface Run {
@@ -182,6 +194,7 @@ async function once(batches: ConsumedBatch[], setup: Setup): Promise<Run> {
           ...DEFAULT_CONFIG.blooms,
           bloomsEnabled: setup.blooms,
           ngramLength: setup.ngramLength,
+          patternsEnabled: setup.patterns,
         },
       },
       consumer,

@@ -10,6 +10,8 @@ import {
   encodeVolumeRequest,
   decodeStatsResponse,
   encodeStatsRequest,
+  decodePatternsResponse,
+  encodePatternsRequest,
 } from "@sieve/proto";
 import type {
   IngesterCallOptions,
@@ -26,10 +28,13 @@ import type {
   IngesterVolumeRequest,
   IngesterStats,
   IngesterStatsRequest,
+  IngesterPatternsRequest,
+  PatternSeries,
 } from "@sieve/proto";
 import { IngesterError } from "./errors.js";
 import type { IngesterErrorCode } from "./errors.js";
 import { PROTOBUF_TYPE, TIMEOUT_HEADER } from "./http.js";
+import { mergePatterns } from "./patterns.js";
 import { abortError } from "./query.js";
 
 /**
@@ -224,6 +229,19 @@ export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
       }),
       { streams: 0, chunks: 0, bytes: 0, entries: 0 },
     );
+  }
+
+  async patterns(
+    req: IngesterPatternsRequest,
+    options: IngesterCallOptions = {},
+  ): Promise<PatternSeries[]> {
+    const body = encodePatternsRequest(req);
+    const answers = await Promise.all(
+      this.urls.map((url) =>
+        this.post(url, "/ingester/v1/patterns", req.tenant, body, decodePatternsResponse, options),
+      ),
+    );
+    return mergePatterns(answers);
   }
 }
 

@@ -45,6 +45,7 @@ describe("ingester config", () => {
       keyTokens: true,
       keyValueTokens: true,
       prefixedTokens: true,
+      patternsEnabled: false,
     });
     expect(tenantBlooms(c, "noisy")).toEqual({
       bloomsEnabled: false,
@@ -55,6 +56,7 @@ describe("ingester config", () => {
       keyTokens: true,
       keyValueTokens: true,
       prefixedTokens: true,
+      patternsEnabled: false,
     });
     expect(tenantBlooms(c, "other")).toBe(c.blooms);
   });

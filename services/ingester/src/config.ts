@@ -38,6 +38,11 @@ export interface TenantBloomConfig {
   readonly keyValueTokens: boolean;
   /** Chunk-prefixed tokens, so a series' chunks are tested one by one. */
   readonly prefixedTokens: boolean;
+  /**
+   * Whether the tenant's lines are learned into patterns (`GET /loki/api/v1/patterns`,
+   * patterns.ts): Loki's `pattern_ingester.enabled`, per tenant here.
+   */
+  readonly patternsEnabled: boolean;
 }
 
 /** The ingester's configuration. Sizes in bytes, durations in milliseconds. */
@@ -96,6 +101,15 @@ export interface IngesterConfig {
   readonly maxEntriesPerQuery: number;
   /** Series one series request may return: more is `too_many_series`. */
   readonly maxSeriesPerQuery: number;
+  /** Patterns kept per stream; past it the least recently matched goes (Loki's 300). */
+  readonly patternMaxClusters: number;
+  /** Pattern counts older than this are dropped (Loki's 3 h), in 10 s buckets. */
+  readonly patternRetentionMs: number;
+  /**
+   * What the patterns of the process may hold: past it, the streams that learned least
+   * recently lose theirs (checked every `flushCheckIntervalMs`).
+   */
+  readonly patternMemoryBytes: number;
   /** Bloom options of every tenant. */
   readonly blooms: TenantBloomConfig;
   /** Per-tenant changes to `blooms`, by tenant ID. */
@@ -127,6 +141,9 @@ export const DEFAULT_CONFIG: IngesterConfig = {
   maxBloomBytes: 4 * 1024 * 1024,
   maxEntriesPerQuery: 100_000,
   maxSeriesPerQuery: 10_000,
+  patternMaxClusters: 300,
+  patternRetentionMs: 3 * 3_600_000,
+  patternMemoryBytes: 64 * 1024 * 1024,
   blooms: {
     bloomsEnabled: true,
     ngramLength: 0,
@@ -136,6 +153,11 @@ export const DEFAULT_CONFIG: IngesterConfig = {
     keyTokens: true,
     keyValueTokens: true,
     prefixedTokens: true,
+    // Off, as Loki's pattern_ingester.enabled: learning nearly doubles the ingest path's time
+    // (pnpm bench:ingest, metadata blooms then patterns too: +85 % on lines of 8 templates,
+    // BENCH_TEMPLATES=1, +52 % on lines without templates; +134-185 % and +35-60 % on a
+    // busier machine), for one tab of Logs Drilldown.
+    patternsEnabled: false,
   },
   overrides: {},
 };
@@ -171,6 +193,9 @@ const RANGES: Record<string, readonly [number, number]> = {
   maxBloomBytes: [64, 1024 * 1024 * 1024],
   maxEntriesPerQuery: [1, 100_000_000],
   maxSeriesPerQuery: [1, 100_000_000],
+  patternMaxClusters: [1, 100_000],
+  patternRetentionMs: [10_000, 7 * 86_400_000],
+  patternMemoryBytes: [1024 * 1024, 2 ** 40],
   ngramLength: [0, 64],
   ngramSkip: [0, 64],
   falsePositiveRate: [0.000001, 0.5],
@@ -219,6 +244,12 @@ const SCHEMA = defineSchema({
     maxEntriesPerQuery:
       "entries one ingester query may return (`limit` 0 included): more is `too_many_entries`",
     maxSeriesPerQuery: "series one series request may return: more is `too_many_series`",
+    patternMaxClusters:
+      "patterns kept per stream (`/loki/api/v1/patterns`); past it the least recently matched is evicted (Loki's 300)",
+    patternRetentionMs:
+      "pattern counts (10 s buckets) older than this are dropped, and patterns left without one (Loki's 3h)",
+    patternMemoryBytes:
+      "what the patterns of the process may hold: past it, the streams that learned least recently lose theirs (checked every `flushCheckIntervalMs`)",
     blooms: {
       bloomsEnabled:
         'off: the tenant\'s chunks are indexed with a missing bloom (`disabled`, "may match")',
@@ -236,6 +267,8 @@ const SCHEMA = defineSchema({
         '`name=value` tokens go into the bloom (off: `| name="value"` cannot prune, as in Loki 3.0\'s n-gram-only blooms; recorded with each bloom)',
       prefixedTokens:
         "chunk-prefixed tokens go into a bloom covering two chunks or more, so each chunk is tested on its own (off: a chunk passes when its series does)",
+      patternsEnabled:
+        "the tenant's lines are learned into patterns with Drain as they are appended (`/loki/api/v1/patterns`, Logs Drilldown's Patterns tab; Loki's `pattern_ingester.enabled`, off by default as there: it costs more ingest CPU than chunks and blooms together); in memory, lost on restart",
     },
   },
 });

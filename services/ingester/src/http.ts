@@ -14,6 +14,8 @@ import {
   encodeVolumeResponse,
   decodeStatsRequest,
   encodeStatsResponse,
+  decodePatternsRequest,
+  encodePatternsResponse,
 } from "@sieve/proto";
 import type { QueueConsumer } from "@sieve/queue";
 import type { IngesterConfig } from "./config.js";
@@ -241,6 +243,15 @@ function internalRoutes(
     if (!ingester.serving) throw new IngesterError("not_ready");
     const body = encodeStatsResponse(
       await ingester.stats(req, { signal: querySignal(request, reply) }),
+    );
+    return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
+  });
+  app.post("/ingester/v1/patterns", { logLevel: "warn" }, async (request, reply) => {
+    const req = decodeBody(request.body, decodePatternsRequest);
+    checkTenant(request, req.tenant);
+    if (!ingester.serving) throw new IngesterError("not_ready");
+    const body = encodePatternsResponse(
+      await ingester.patterns(req, { signal: querySignal(request, reply) }),
     );
     return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
   });

@@ -130,6 +130,7 @@ const methods: WorkerMethods = {
   },
   volume: ({ id, req }) => withSignal(id, (signal) => ingester.volume(req, { signal })),
   stats: ({ id, req }) => withSignal(id, (signal) => ingester.stats(req, { signal })),
+  patterns: ({ id, req }) => withSignal(id, (signal) => ingester.patterns(req, { signal })),
 };
 
 async function withSignal<T>(id: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {

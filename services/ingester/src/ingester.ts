@@ -7,7 +7,7 @@
  * answering queries from what is in memory is query.ts.
  */
 import { decodeQueueRecord } from "@sieve/proto";
-import type { QueueRecord } from "@sieve/proto";
+import type { IngesterPatternsRequest, PatternSeries, QueueRecord } from "@sieve/proto";
 import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, QueueConsumer, QueuePosition } from "@sieve/queue";
 import type { Logger } from "pino";
@@ -20,6 +20,8 @@ import { Health } from "./health.js";
 import type { InstanceContext } from "./instance.js";
 import type { IngesterMetrics } from "./metrics.js";
 import { cutHead, evictIfEmpty, streamFor } from "./partitions.js";
+import { queryPatterns, sweepPatterns } from "./patterns.js";
+import type { PatternStore, StreamPatterns } from "./patterns.js";
 import type { PartitionState } from "./partitions.js";
 import { querySeries, queryStreams } from "./query.js";
 import type { Entry } from "@sieve/chunk";
@@ -36,6 +38,7 @@ import type {
   IngesterSeriesRequest,
   IngesterStream,
 } from "./query.js";
+import { abortError, parseSelector } from "./query.js";
 import { recoverAssigned } from "./recovery.js";
 import type { RecoveryDeps } from "./recovery.js";
 import type { Stream } from "./stream.js";
@@ -424,7 +427,30 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
 
   /** The periodic check (flush.ts): idle and old heads are cut and flushed; idle partitions commit. */
   tick(): Promise<void> {
+    this.sweepPatterns();
     return this.flusher.sweep();
+  }
+
+  /** Keeps the patterns within their retention and memory (patterns.ts), and counts them. */
+  sweepPatterns(): void {
+    const stores: PatternStore[] = [];
+    for (const p of this.partitions.values()) if (p.patterns !== undefined) stores.push(p.patterns);
+    const swept = sweepPatterns(
+      stores,
+      this.now() - this.config.patternRetentionMs,
+      this.config.patternMemoryBytes,
+    );
+    const m = this.metrics;
+    m.patternBytes.set(swept.bytes);
+    m.patternStreams.set(swept.streams);
+    if (swept.evictedStreams > 0) m.patternStreamsEvicted.inc(swept.evictedStreams);
+    for (const store of stores) {
+      for (const [reason, n] of Object.entries(store.skipped)) {
+        if (n === 0) continue;
+        m.patternLinesSkipped.inc({ reason }, n);
+        store.skipped[reason as keyof typeof store.skipped] = 0;
+      }
+    }
   }
 
   // ---- queries -----------------------------------------------------------------------
@@ -456,6 +482,22 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       });
       throw error;
     }
+  }
+
+  /**
+   * The patterns learned from the tenant's streams matching the selector (patterns.ts), in
+   * [start, end) by steps; empty when the tenant has patterns off.
+   */
+  patterns(req: IngesterPatternsRequest, options?: IngesterCallOptions): Promise<PatternSeries[]> {
+    return Promise.resolve().then(() => {
+      if (options?.signal?.aborted === true) throw abortError(options.signal);
+      const { matchers } = parseSelector(req.selector);
+      const streams: StreamPatterns[] = [];
+      for (const p of this.partitions.values()) {
+        if (p.patterns !== undefined) streams.push(...p.patterns.tenantStreams(req.tenant));
+      }
+      return queryPatterns(streams, matchers, req, this.config.maxSeriesPerQuery);
+    });
   }
 
   /** The tenant's streams in memory with entries in [start, end), optionally matching a selector. */

@@ -31,6 +31,11 @@ export class Instance {
     this.blooms = tenantBlooms(ctx.config, tenant);
   }
 
+  /** Whether the tenant's lines are learned into patterns (patterns.ts). */
+  get patternsEnabled(): boolean {
+    return this.blooms.patternsEnabled;
+  }
+
   /** Streams held. */
   get size(): number {
     return this.streams.size;

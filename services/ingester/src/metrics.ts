@@ -46,6 +46,14 @@ export class IngesterMetrics {
   readonly failures: Counter<"stage" | "reason">;
   /** Ingester queries, by outcome (`ok`, `timeout`, `canceled`, `error`). */
   readonly queries: Counter<"outcome">;
+  /** What the streams' patterns hold (estimated bytes), measured against patternMemoryBytes. */
+  readonly patternBytes: Gauge;
+  /** Streams with patterns. */
+  readonly patternStreams: Gauge;
+  /** Streams whose patterns were dropped to keep within patternMemoryBytes. */
+  readonly patternStreamsEvicted: Counter;
+  /** Lines no pattern learned from, by reason (a key of `@sieve/drain`'s SKIP_REASONS). */
+  readonly patternLinesSkipped: Counter<"reason">;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -163,6 +171,27 @@ export class IngesterMetrics {
       name: "sieve_ingester_manifests_recovered_total",
       help: "Flush manifests found at partition assignment, by outcome.",
       labelNames: ["outcome"],
+      registers,
+    });
+    this.patternBytes = new Gauge({
+      name: "sieve_ingester_pattern_bytes",
+      help: "What the streams' patterns hold, as measured against patternMemoryBytes (estimated bytes).",
+      registers,
+    });
+    this.patternStreams = new Gauge({
+      name: "sieve_ingester_pattern_streams",
+      help: "Streams with patterns.",
+      registers,
+    });
+    this.patternStreamsEvicted = new Counter({
+      name: "sieve_ingester_pattern_streams_evicted_total",
+      help: "Streams whose patterns were dropped to keep within patternMemoryBytes.",
+      registers,
+    });
+    this.patternLinesSkipped = new Counter({
+      name: "sieve_ingester_pattern_lines_skipped_total",
+      help: "Lines no pattern learned from, by reason.",
+      labelNames: ["reason"],
       registers,
     });
   }

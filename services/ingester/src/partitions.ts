@@ -6,9 +6,11 @@
  * partition is assigned (recovery.ts) and drops it when the partition is revoked.
  */
 import type { QueueRecord } from "@sieve/proto";
+import type { IngesterConfig } from "./config.js";
 import type { FlushReason } from "./head.js";
 import { Instance } from "./instance.js";
 import type { InstanceContext } from "./instance.js";
+import { PatternStore } from "./patterns.js";
 import type { KeptManifest, Recovery } from "./recovery.js";
 import type { Stream } from "./stream.js";
 
@@ -19,6 +21,11 @@ export interface PartitionState {
   readonly streams: Map<string, Stream>;
   /** The same streams by tenant: what queries read. Kept in step by {@link streamFor} and {@link evictIfEmpty}. */
   readonly instances: Map<string, Instance>;
+  /**
+   * The patterns of its streams (patterns.ts), made with the first stream of a tenant with
+   * patterns on: they outlive the streams' heads, and go when the partition does.
+   */
+  patterns: PatternStore | undefined;
   /** Offset after the last record handled; -1 before the first batch. */
   nextOffset: number;
   /** Last offset this ingester committed (or found committed); -1 unknown. */
@@ -43,6 +50,7 @@ export function recoveredPartition(partition: number, r: Recovery): PartitionSta
     partition,
     streams: new Map(),
     instances: new Map(),
+    patterns: undefined,
     nextOffset: -1,
     committed: -1,
     skip: r.skip,
@@ -72,8 +80,26 @@ export function streamFor(
     p.instances.set(record.tenant, instance);
   }
   const created = instance.create(key, record);
+  if (instance.patternsEnabled) {
+    p.patterns ??= new PatternStore(drainOptions(ctx.config));
+    created.patterns = p.patterns.stream(record.tenant, key, created.labels, created.labelMap);
+  }
   p.streams.set(key, created);
   return created;
+}
+
+/** What each stream's Drain is made with. */
+function drainOptions(config: IngesterConfig): {
+  maxClusters: number;
+  maxBuckets: number;
+  bucketMs: number;
+} {
+  const bucketMs = 10_000;
+  return {
+    maxClusters: config.patternMaxClusters,
+    bucketMs,
+    maxBuckets: Math.ceil(config.patternRetentionMs / bucketMs) + 1,
+  };
 }
 
 /** Drops a stream that holds nothing (see `Stream.releasable`): its next record makes it again. */

@@ -137,6 +137,15 @@ function isOverlay(
 }
 
 /** The log query of a request, parsed: the one parse of the request. */
+/** A stream selector alone (no pipeline), or `invalid_selector`. */
+export function parseSelector(selector: string): LogExpr {
+  const expr = parseLogQuery(selector);
+  if (expr.pipeline.length > 0) {
+    throw new IngesterError("invalid_selector", "a stream selector without a pipeline is expected");
+  }
+  return expr;
+}
+
 export function parseLogQuery(selector: string): LogExpr {
   let expr;
   try {

@@ -14,6 +14,7 @@ import type { CutChunk } from "./flush.js";
 import { Head } from "./head.js";
 import type { FlushReason } from "./head.js";
 import type { IngesterMetrics } from "./metrics.js";
+import type { StreamPatterns } from "./patterns.js";
 
 /** The key of a stream in the ingester's maps: tenant and fingerprint. */
 export function streamKey(tenant: string, fingerprint: bigint): string {
@@ -50,6 +51,8 @@ export class Stream {
   pending: CutChunk[] = [];
   /** In the running flush job. */
   flushing: CutChunk[] = [];
+  /** Its patterns, when its tenant has them on (kept apart: they outlive the stream). */
+  patterns: StreamPatterns | undefined = undefined;
   /** Bloom tokens already counted in `tokensAdded`. */
   private tokensCounted = 0;
 
@@ -84,6 +87,7 @@ export class Stream {
     appendedOut?: Entry[],
   ): AppendResult {
     const { config, metrics } = this.ctx;
+    const patterns = this.patterns;
     let appended = 0;
     let cutBytes = 0;
     for (const e of entries) {
@@ -122,6 +126,7 @@ export class Stream {
       appended++;
       appendedOut?.push(entry);
       this.bloom?.add(entry.structuredMetadata, entry.line);
+      patterns?.train(e.line, e.timestampNs, e.structuredMetadata, nowMs);
     }
     metrics.entriesAppended.inc(appended);
     const builder = this.head?.builder;

@@ -17,6 +17,7 @@ import { PortPeer, fromPortError, toPortError } from "@sieve/kit";
 import type { PortError } from "@sieve/kit";
 import type {
   IngesterCallOptions,
+  IngesterPatternsRequest,
   IngesterQuerier,
   IngesterQueryRequest,
   IngesterSeries,
@@ -30,6 +31,7 @@ import type {
   IngesterTailer,
   IngesterTailRequest,
   IngesterTailSink,
+  PatternSeries,
 } from "@sieve/proto";
 import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, DeliveryFailure, QueueConsumer, QueuePosition } from "@sieve/queue";
@@ -40,6 +42,7 @@ import type { IngesterConfig } from "./config.js";
 import { INGESTER_ERRORS, IngesterError } from "./errors.js";
 import type { IngesterErrorCode } from "./errors.js";
 import type { FlushReason } from "./head.js";
+import { mergePatterns } from "./patterns.js";
 import { abortError } from "./query.js";
 
 /** What the HTTP routes and the `sieve` command need of an ingester, in process or on workers. */
@@ -105,6 +108,7 @@ export interface WorkerMethods {
   untail(arg: { id: number }): void;
   volume(arg: { id: number; req: IngesterVolumeRequest }): Promise<IngesterVolume[]>;
   stats(arg: { id: number; req: IngesterStatsRequest }): Promise<IngesterStats>;
+  patterns(arg: { id: number; req: IngesterPatternsRequest }): Promise<PatternSeries[]>;
 }
 
 /** Options of {@link IngesterWorkers}. */
@@ -187,6 +191,7 @@ export class IngesterWorkers implements IngesterHandle {
     const share: IngesterConfig = {
       ...config,
       memoryBudgetBytes: Math.max(1, Math.floor(config.memoryBudgetBytes / threads)),
+      patternMemoryBytes: Math.max(1, Math.floor(config.patternMemoryBytes / threads)),
       // A worker cannot see the queue's kind: the local log has no other owner to wait for.
       ...(this.options.consumer instanceof WalConsumer && { handoverDelayMs: 0 }),
     };
@@ -258,6 +263,18 @@ export class IngesterWorkers implements IngesterHandle {
       }),
       { streams: 0, chunks: 0, bytes: 0, entries: 0 },
     );
+  }
+
+  /**
+   * Every worker's patterns, merged by pattern and level (a stream's patterns live in one
+   * worker, but one pattern may come from streams of several).
+   */
+  async patterns(
+    req: IngesterPatternsRequest,
+    options?: IngesterCallOptions,
+  ): Promise<PatternSeries[]> {
+    const all = await this.everyWorker(options, (s, id) => s.peer.call("patterns", { id, req }));
+    return mergePatterns([all]);
   }
 
   /**

@@ -51,6 +51,7 @@ export const NO_INGESTERS: IngesterQuerier = {
   series: () => Promise.resolve([]),
   volume: () => Promise.resolve([]),
   stats: () => Promise.resolve({ streams: 0, chunks: 0, bytes: 0, entries: 0 }),
+  patterns: () => Promise.resolve([]),
 };
 
 /**
@@ -77,5 +78,6 @@ export function ingesterRefusalsAs400(ingesters: IngesterQuerier): IngesterQueri
     series: (req, options) => ingesters.series(req, options).catch(refusal),
     volume: (req, options) => ingesters.volume(req, options).catch(refusal),
     stats: (req, options) => ingesters.stats(req, options).catch(refusal),
+    patterns: (req, options) => ingesters.patterns(req, options).catch(refusal),
   };
 }

@@ -15,6 +15,7 @@ import {
   parseBounds,
   parseExplain,
   parseInstantQuery,
+  parsePatternsQuery,
   parseRangeQuery,
   seriesMatchers,
   type Form,
@@ -39,6 +40,7 @@ export const QUERY_ROUTES = {
   format_query: "/loki/api/v1/format_query",
   index_volume: "/loki/api/v1/index/volume",
   index_volume_range: "/loki/api/v1/index/volume_range",
+  patterns: "/loki/api/v1/patterns",
 } as const;
 
 /** A route of {@link QUERY_ROUTES}. */
@@ -248,6 +250,10 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
       const { data, stats } = await querier.volume(tenant, q);
       const json = stats.toJSON((performance.now() - t0) / 1000);
       return { body: { status: "success", data: { ...data, stats: json } }, stats };
+    }
+    case "patterns": {
+      const q = parsePatternsQuery(form, now);
+      return { body: await querier.patterns(tenant, q.query, q.start, q.end, q.step) };
     }
   }
 }

@@ -273,6 +273,7 @@ describe("Sieve's own failures", () => {
         series: () => Promise.resolve([]),
         volume: () => Promise.resolve([]),
         stats: () => Promise.resolve({ streams: 0, chunks: 0, bytes: 0, entries: 0 }),
+        patterns: () => Promise.resolve([]),
       },
       registry,
       logger,

@@ -5,6 +5,7 @@ import {
   parseBounds,
   parseExplain,
   parseInstantQuery,
+  parsePatternsQuery,
   parsePromDuration,
   parseRangeQuery,
   parseSecondsOrDuration,
@@ -216,5 +217,28 @@ describe("parseExplain", () => {
     const f = form(value === undefined ? {} : { explain: value });
     if (typeof expected === "boolean") expect(parseExplain(f)).toBe(expected);
     else expect(() => parseExplain(f)).toThrow(new ParamError(expected));
+  });
+});
+
+describe("parsePatternsQuery", () => {
+  const base = { query: '{a="b"}', start: "1700000000", end: "1700003600" };
+  const cases: [Record<string, string>, Record<string, unknown> | string][] = [
+    [base, { query: '{a="b"}', start: 1_700_000_000n * S, end: 1_700_003_600n * S, step: 14n * S }],
+    [{ ...base, step: "10s" }, { step: 10n * S }],
+    [{ query: '{a="b"}' }, { start: NOW - 3600n * S, end: NOW, step: 14n * S }],
+    [{ ...base, end: "1699999999" }, "end timestamp must not be before or equal to start time"],
+    [
+      { ...base, step: "0" },
+      "zero or negative query resolution step widths are not accepted. Try a positive integer",
+    ],
+    [
+      { ...base, step: "0.1" },
+      "exceeded maximum resolution of 11,000 points per time series. Try increasing the value of the step parameter",
+    ],
+  ];
+  test.each(cases)("%j", (input, expected) => {
+    if (typeof expected === "string")
+      expect(() => parsePatternsQuery(form(input), NOW)).toThrow(new ParamError(expected));
+    else expect(parsePatternsQuery(form(input), NOW)).toMatchObject(expected);
   });
 });

@@ -304,3 +304,26 @@ export function seriesMatchers(form: Form): string[] {
 export function nowNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
 }
+
+/** A parsed `patterns` request. */
+export interface PatternsQuery {
+  query: string;
+  start: bigint;
+  end: bigint;
+  step: bigint;
+}
+
+/**
+ * Loki's `ParsePatternsQuery`: `query`, the bounds, and `step` (default as a range query's),
+ * refused when not positive or past 11,000 points.
+ */
+export function parsePatternsQuery(form: Form, nowNs: bigint): PatternsQuery {
+  const query = get(form, "query");
+  const { start, end } = parseBounds(form, nowNs);
+  if (end < start) throw new ParamError(ERR_END_BEFORE_START);
+  const stepRaw = get(form, "step");
+  const step = stepRaw === "" ? defaultStep(start, end) : parseSecondsOrDuration(stepRaw);
+  if (step <= 0n) throw new ParamError(ERR_ZERO_OR_NEGATIVE_STEP);
+  if ((end - start) / step > MAX_POINTS) throw new ParamError(ERR_STEP_TOO_SMALL);
+  return { query, start, end, step };
+}

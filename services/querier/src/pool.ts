@@ -74,7 +74,7 @@ export type WorkerTask =
 /** A call from a worker to the main thread's parts. */
 export interface PortCall {
   readonly id: number;
-  readonly call: "query" | "series" | "filter" | "volume" | "stats";
+  readonly call: "query" | "series" | "filter" | "volume" | "stats" | "patterns";
   readonly req: unknown;
 }
 
@@ -258,6 +258,11 @@ export class QueryPool {
             return ingesters!.volume(msg.req as Parameters<IngesterQuerier["volume"]>[0], options);
           case "stats":
             return ingesters!.stats(msg.req as Parameters<IngesterQuerier["stats"]>[0], options);
+          case "patterns":
+            return ingesters!.patterns(
+              msg.req as Parameters<IngesterQuerier["patterns"]>[0],
+              options,
+            );
         }
       };
       Promise.resolve()

@@ -22,7 +22,7 @@ import { ObjectCache } from "./cache.js";
 import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
 import { QueryContext, type QuerierParts } from "./context.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
-import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
+import type { ChunkFilter, IngesterQuerier, PatternSeries } from "@sieve/proto";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
 import type { QueryExplain } from "./explain.js";
 import { ParsedLabels, ReadReport } from "./labels.js";
@@ -239,6 +239,36 @@ export class Querier {
     const data = await runVolume(this.parts, tenant, q, limits, ctx);
     return { data, stats: ctx.stats };
   }
+
+  /**
+   * The patterns the ingesters learned from the streams `query` (a stream selector)
+   * selects, with their line counts per `step` over [start, end): Loki's pattern
+   * ingesters' answer. Patterns live in the ingesters' memory only (3 h by default).
+   */
+  async patterns(
+    tenant: string,
+    query: string,
+    start: bigint,
+    end: bigint,
+    step: bigint,
+  ): Promise<PatternsAnswer> {
+    parseSelector(query);
+    const limits = this.limits(tenant);
+    this.checkLength(limits, start, end);
+    const ctx = new QueryContext(limits);
+    const stepMs = Number(step / 1_000_000n);
+    const data = await this.parts.ingesters.patterns(
+      { tenant, selector: query, start, end, stepMs: Math.max(1, stepMs) },
+      ctx.callOptions(),
+    );
+    return { status: "success", data };
+  }
+}
+
+/** Loki's answer of `GET /loki/api/v1/patterns`. */
+export interface PatternsAnswer {
+  readonly status: "success";
+  readonly data: readonly PatternSeries[];
 }
 
 /** The explain of a query that asked for one, as a result's field. */

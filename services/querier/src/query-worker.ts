@@ -18,6 +18,8 @@ import type {
   IngesterVolumeRequest,
   IngesterStats,
   IngesterStatsRequest,
+  IngesterPatternsRequest,
+  PatternSeries,
 } from "@sieve/proto";
 import { QueryError } from "./errors.js";
 import { handleQuery, type QueryAnswer } from "./handler.js";
@@ -113,6 +115,7 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
         caller.call<{ labels: string; fingerprint: bigint }[]>("series", req),
       volume: (req: IngesterVolumeRequest) => caller.call<IngesterVolume[]>("volume", req),
       stats: (req: IngesterStatsRequest) => caller.call<IngesterStats>("stats", req),
+      patterns: (req: IngesterPatternsRequest) => caller.call<PatternSeries[]>("patterns", req),
     };
   } else if (setup.ingesters !== "none") {
     const { IngesterHttpClient } = await import("@sieve/ingester");

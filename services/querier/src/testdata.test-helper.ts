@@ -33,6 +33,7 @@ import type {
   IngesterStream,
   IngesterVolume,
   IngesterVolumeRequest,
+  PatternSeries,
 } from "@sieve/proto";
 
 /** A stream to write: its labels and entries (any order). */
@@ -273,5 +274,10 @@ export class HeadIngester implements IngesterQuerier {
       out.entries += head.entryCount;
     }
     return Promise.resolve(out);
+  }
+
+  /** No patterns: as an ingester whose tenants have them off (the default). */
+  patterns(): Promise<PatternSeries[]> {
+    return Promise.resolve([]);
   }
 }
