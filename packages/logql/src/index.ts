@@ -53,5 +53,17 @@ export {
   type Matrix,
   type Vector,
   type RangeParams,
+  type RangeVectors,
+  type StepVector,
   type StreamEntries,
 } from "./metric.js";
+export {
+  SamplePlan,
+  Partials,
+  type AggPlan,
+  type FoldEntry,
+  type SamplePlanOptions,
+  type SeriesPartial,
+  type StreamFold,
+} from "./partials.js";
+export { splitRange, mergeMatrices } from "./split.js";
