@@ -36,6 +36,10 @@ export {
   decodeSeriesRequest,
   encodeSeriesResponse,
   decodeSeriesResponse,
+  encodeSampleRequest,
+  decodeSampleRequest,
+  encodeSampleResponse,
+  decodeSampleResponse,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,
@@ -45,6 +49,9 @@ export type {
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
+  IngesterSampleRequest,
+  IngesterSamplePart,
+  SampleChunkRef,
 } from "./ingester.js";
 export {
   decodePushRaw,

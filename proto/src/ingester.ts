@@ -12,6 +12,7 @@
  * whether the selector parses is the ingester's to judge.
  */
 import type { Label } from "@sieve/labels";
+import type { SeriesPartial } from "@sieve/logql";
 import protobuf from "protobufjs";
 import type { LongBits } from "./codec.js";
 import { ingesterDescriptor } from "./generated/ingester-descriptor.js";
@@ -23,6 +24,8 @@ const QueryRequestType = root.lookupType("sieve.ingester.v1.QueryRequest");
 const QueryResponseType = root.lookupType("sieve.ingester.v1.QueryResponse");
 const SeriesRequestType = root.lookupType("sieve.ingester.v1.SeriesRequest");
 const SeriesResponseType = root.lookupType("sieve.ingester.v1.SeriesResponse");
+const SampleRequestType = root.lookupType("sieve.ingester.v1.SampleRequest");
+const SampleResponseType = root.lookupType("sieve.ingester.v1.SampleResponse");
 
 /** Longest selector (log query) a request may carry, in UTF-16 code units. */
 export const MAX_SELECTOR_LENGTH = 65_536;
@@ -106,6 +109,45 @@ export interface IngesterCallOptions {
 export interface IngesterQuerier {
   query(req: IngesterQueryRequest, options?: IngesterCallOptions): Promise<IngesterStream[]>;
   series(req: IngesterSeriesRequest, options?: IngesterCallOptions): Promise<IngesterSeries[]>;
+  /** A metric query pushed down: partial aggregates of the unflushed data, not lines. */
+  querySample(
+    req: IngesterSampleRequest,
+    options?: IngesterCallOptions,
+  ): Promise<IngesterSamplePart[]>;
+}
+
+/**
+ * A metric query pushed down to the ingesters (Loki's `QuerySample`): its range
+ * aggregations are evaluated there into partial aggregates (`@sieve/logql` SamplePlan,
+ * built from the same text and steps on both sides).
+ */
+export interface IngesterSampleRequest {
+  readonly tenant: string;
+  /** The metric query's text. */
+  readonly query: string;
+  /** Steps from start to end inclusive, every `step` ns; 0 for an instant query. */
+  readonly start: bigint;
+  readonly end: bigint;
+  readonly step: bigint;
+  /** Most buckets and points one part may hold; absent or 0 = LogQL's default. */
+  readonly maxSamples?: number;
+}
+
+/** The identity of a cut chunk: as the index names it once flushed. */
+export interface SampleChunkRef {
+  readonly fingerprint: bigint;
+  readonly from: bigint;
+  readonly through: bigint;
+  readonly checksum: number;
+}
+
+/**
+ * The partials of one source of an ingester: a cut chunk (the querier drops it when it
+ * reads the same chunk from the store, so nothing counts twice) or its heads.
+ */
+export interface IngesterSamplePart {
+  readonly chunk?: SampleChunkRef;
+  readonly series: readonly SeriesPartial[];
 }
 
 // --- wire shapes, as protobufjs decodes them (absent fields read as their defaults) -----
@@ -282,4 +324,109 @@ export function encodeSeriesResponse(series: readonly IngesterSeries[]): Uint8Ar
 export function decodeSeriesResponse(bytes: Uint8Array): IngesterSeries[] {
   const w = decodeWith(SeriesResponseType, bytes) as { series: WireSeries[] };
   return w.series.map((s) => ({ labels: s.labels, fingerprint: toBigInt(s.fingerprint, false) }));
+}
+
+// --- sample queries (pushed-down metric evaluation) -------------------------------------
+
+interface WireSampleRequest {
+  tenant: string;
+  query: string;
+  start: LongBits | number;
+  end: LongBits | number;
+  step: LongBits | number;
+  maxSamples: LongBits | number;
+}
+interface WireSeriesPartial {
+  agg: number;
+  labels: Label[];
+  lo: number;
+  n: number[];
+  a: number[];
+  b: number[];
+  ts: number[];
+  v: number[];
+}
+interface WireSamplePart {
+  chunk?: {
+    fingerprint: LongBits | number;
+    from: LongBits | number;
+    through: LongBits | number;
+    checksum: number;
+  } | null;
+  series: WireSeriesPartial[];
+}
+
+/** Encodes a SampleRequest: what a querier sends. */
+export function encodeSampleRequest(req: IngesterSampleRequest): Uint8Array {
+  return SampleRequestType.encode({
+    tenant: req.tenant,
+    query: req.query,
+    start: toLong(req.start),
+    end: toLong(req.end),
+    step: toLong(req.step),
+    maxSamples: toLong(BigInt(req.maxSamples ?? 0)),
+  }).finish();
+}
+
+/** Decodes and checks a SampleRequest; throws a ProtoError `malformed_protobuf`. */
+export function decodeSampleRequest(bytes: Uint8Array): IngesterSampleRequest {
+  const w = decodeWith(SampleRequestType, bytes) as WireSampleRequest;
+  checkTenant(w.tenant);
+  if (w.query === "") throw malformed("query is empty");
+  checkSelector(w.query);
+  const step = toBigInt(w.step, true);
+  if (step < 0n) throw malformed(`step ${step}`);
+  const maxSamples = toBigInt(w.maxSamples, false);
+  if (maxSamples > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`max_samples ${maxSamples}`);
+  return {
+    tenant: w.tenant,
+    query: w.query,
+    ...range(w),
+    step,
+    ...(maxSamples > 0n && { maxSamples: Number(maxSamples) }),
+  };
+}
+
+/** Encodes a SampleResponse: what an ingester answers. */
+export function encodeSampleResponse(parts: readonly IngesterSamplePart[]): Uint8Array {
+  return SampleResponseType.encode({
+    parts: parts.map((p) => ({
+      ...(p.chunk !== undefined && {
+        chunk: {
+          fingerprint: toLong(p.chunk.fingerprint),
+          from: toLong(p.chunk.from),
+          through: toLong(p.chunk.through),
+          checksum: p.chunk.checksum,
+        },
+      }),
+      series: p.series.map((s) => ({ ...s, labels: pairs(s.labels) })),
+    })),
+  }).finish();
+}
+
+/** Decodes a SampleResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodeSampleResponse(bytes: Uint8Array): IngesterSamplePart[] {
+  const w = decodeWith(SampleResponseType, bytes) as { parts: WireSamplePart[] };
+  return w.parts.map((p, i): IngesterSamplePart => {
+    const series = p.series.map((s): SeriesPartial => ({
+      agg: s.agg,
+      labels: record(s.labels, `part ${i}`),
+      lo: s.lo,
+      n: s.n,
+      a: s.a,
+      b: s.b,
+      ts: s.ts,
+      v: s.v,
+    }));
+    if (p.chunk == null) return { series };
+    return {
+      chunk: {
+        fingerprint: toBigInt(p.chunk.fingerprint, false),
+        from: toBigInt(p.chunk.from, true),
+        through: toBigInt(p.chunk.through, true),
+        checksum: p.chunk.checksum >>> 0,
+      },
+      series,
+    };
+  });
 }

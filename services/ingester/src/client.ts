@@ -2,14 +2,18 @@ import { deadlineSignal } from "@sieve/kit";
 import {
   ProtoError,
   decodeQueryResponse,
+  decodeSampleResponse,
   decodeSeriesResponse,
   encodeQueryRequest,
+  encodeSampleRequest,
   encodeSeriesRequest,
 } from "@sieve/proto";
 import type {
   IngesterCallOptions,
   IngesterQuerier,
   IngesterQueryRequest,
+  IngesterSamplePart,
+  IngesterSampleRequest,
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
@@ -129,6 +133,19 @@ export class IngesterHttpClient implements IngesterQuerier {
     const answers = await Promise.all(
       this.urls.map((url) =>
         this.post(url, "/ingester/v1/series", req.tenant, body, decodeSeriesResponse, options),
+      ),
+    );
+    return answers.flat();
+  }
+
+  async querySample(
+    req: IngesterSampleRequest,
+    options: IngesterCallOptions = {},
+  ): Promise<IngesterSamplePart[]> {
+    const body = encodeSampleRequest(req);
+    const answers = await Promise.all(
+      this.urls.map((url) =>
+        this.post(url, "/ingester/v1/sample", req.tenant, body, decodeSampleResponse, options),
       ),
     );
     return answers.flat();

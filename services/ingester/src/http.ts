@@ -6,8 +6,10 @@ import { Registry } from "prom-client";
 import {
   ProtoError,
   decodeQueryRequest,
+  decodeSampleRequest,
   decodeSeriesRequest,
   encodeQueryResponse,
+  encodeSampleResponse,
   encodeSeriesResponse,
 } from "@sieve/proto";
 import type { QueueConsumer } from "@sieve/queue";
@@ -225,6 +227,15 @@ function internalRoutes(
   app.post("/flush", async (_request, reply) => {
     await ingester.flushAll("forced");
     return reply.code(204).send();
+  });
+  app.post("/ingester/v1/sample", { logLevel: "warn" }, async (request, reply) => {
+    const req = decodeBody(request.body, decodeSampleRequest);
+    checkTenant(request, req.tenant);
+    if (!ingester.serving) throw new IngesterError("not_ready");
+    const body = encodeSampleResponse(
+      await ingester.querySample(req, { signal: querySignal(request, reply) }),
+    );
+    return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
   });
 }
 

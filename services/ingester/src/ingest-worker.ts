@@ -84,6 +84,7 @@ const methods: WorkerMethods = {
       );
   },
   metrics: () => registry.getMetricsAsJSON(),
+  querySample: ({ id, req }) => withSignal(id, (signal) => ingester.querySample(req, { signal })),
 };
 
 async function withSignal<T>(id: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {

@@ -21,7 +21,7 @@ import type { InstanceContext } from "./instance.js";
 import type { IngesterMetrics } from "./metrics.js";
 import { cutHead, evictIfEmpty, streamFor } from "./partitions.js";
 import type { PartitionState } from "./partitions.js";
-import { querySeries, queryStreams } from "./query.js";
+import { querySeries, queryStreams, sampleStreams } from "./query.js";
 import type {
   IngesterCallOptions,
   IngesterQuerier,
@@ -29,6 +29,7 @@ import type {
   IngesterSeriesRequest,
   IngesterStream,
 } from "./query.js";
+import type { IngesterSamplePart, IngesterSampleRequest } from "@sieve/proto";
 import { recoverAssigned } from "./recovery.js";
 import type { RecoveryDeps } from "./recovery.js";
 import type { Stream } from "./stream.js";
@@ -414,5 +415,27 @@ export class Ingester implements IngesterQuerier {
     return Promise.resolve().then(() =>
       querySeries(this.tenantStreams(req.tenant), req, this.config.maxSeriesPerQuery, options),
     );
+  }
+
+  /**
+   * A metric query pushed down: partial aggregates of the tenant's unflushed data (see
+   * query.ts `sampleStreams`), sliced and abortable as {@link Ingester.query}.
+   */
+  async querySample(
+    req: IngesterSampleRequest,
+    options?: IngesterCallOptions,
+  ): Promise<IngesterSamplePart[]> {
+    const streams = [...this.tenantStreams(req.tenant)];
+    try {
+      const out = await sampleStreams(streams, req, options);
+      this.metrics.queries.inc({ outcome: "ok" });
+      return out;
+    } catch (error) {
+      const code = error instanceof IngesterError ? error.code : undefined;
+      this.metrics.queries.inc({
+        outcome: code === "timeout" || code === "canceled" ? code : "error",
+      });
+      throw error;
+    }
   }
 }

@@ -19,6 +19,8 @@ import type {
   IngesterCallOptions,
   IngesterQuerier,
   IngesterQueryRequest,
+  IngesterSamplePart,
+  IngesterSampleRequest,
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
@@ -86,6 +88,7 @@ export interface WorkerMethods {
   series(arg: { id: number; req: IngesterSeriesRequest }): Promise<IngesterSeries[]>;
   cancel(arg: { id: number; reason: "timeout" | "canceled" }): void;
   metrics(arg: null): Promise<Parameters<typeof AggregatorRegistry.aggregate>[0][number]>;
+  querySample(arg: { id: number; req: IngesterSampleRequest }): Promise<IngesterSamplePart[]>;
 }
 
 /** Options of {@link IngesterWorkers}. */
@@ -213,6 +216,13 @@ export class IngesterWorkers implements IngesterHandle {
 
   series(req: IngesterSeriesRequest, options?: IngesterCallOptions): Promise<IngesterSeries[]> {
     return this.everyWorker(options, (s, id) => s.peer.call("series", { id, req }));
+  }
+
+  querySample(
+    req: IngesterSampleRequest,
+    options?: IngesterCallOptions,
+  ): Promise<IngesterSamplePart[]> {
+    return this.everyWorker(options, (s, id) => s.peer.call("querySample", { id, req }));
   }
 
   /**

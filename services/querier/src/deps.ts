@@ -49,6 +49,7 @@ export const KEEP_ALL_FILTER: ChunkFilter = {
 export const NO_INGESTERS: IngesterQuerier = {
   query: () => Promise.resolve([]),
   series: () => Promise.resolve([]),
+  querySample: () => Promise.resolve([]),
 };
 
 /**
@@ -73,5 +74,6 @@ export function ingesterRefusalsAs400(ingesters: IngesterQuerier): IngesterQueri
   return {
     query: (req, options) => ingesters.query(req, options).catch(refusal),
     series: (req, options) => ingesters.series(req, options).catch(refusal),
+    querySample: (req, options) => ingesters.querySample(req, options).catch(refusal),
   };
 }

@@ -72,6 +72,7 @@ async function writeSegment(
 /** An ingester whose recent data holds the poisoned series too (before its flush). */
 const poisonedIngester: IngesterQuerier = {
   query: () => Promise.resolve([]),
+  querySample: () => Promise.resolve([]),
   series: (req) =>
     Promise.resolve(
       req.selector === undefined || req.selector.includes("bad") || req.selector.includes("~")

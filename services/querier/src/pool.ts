@@ -74,7 +74,7 @@ export type WorkerTask =
 /** A call from a worker to the main thread's parts. */
 export interface PortCall {
   readonly id: number;
-  readonly call: "query" | "series" | "filter";
+  readonly call: "query" | "series" | "filter" | "sample";
   readonly req: unknown;
 }
 
@@ -252,6 +252,11 @@ export class QueryPool {
           case "filter":
             return chunkFilter!.filterChunkRefs(
               msg.req as Parameters<ChunkFilter["filterChunkRefs"]>[0],
+            );
+          case "sample":
+            return ingesters!.querySample(
+              msg.req as Parameters<IngesterQuerier["querySample"]>[0],
+              options,
             );
         }
       };

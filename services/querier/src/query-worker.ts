@@ -12,6 +12,8 @@ import type {
   FilterResponse,
   IngesterQuerier,
   IngesterQueryRequest,
+  IngesterSamplePart,
+  IngesterSampleRequest,
   IngesterSeriesRequest,
   IngesterStream,
 } from "@sieve/proto";
@@ -107,6 +109,8 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
       query: (req: IngesterQueryRequest) => caller.call<IngesterStream[]>("query", req),
       series: (req: IngesterSeriesRequest) =>
         caller.call<{ labels: string; fingerprint: bigint }[]>("series", req),
+      querySample: (req: IngesterSampleRequest) =>
+        caller.call<IngesterSamplePart[]>("sample", req),
     };
   } else if (setup.ingesters !== "none") {
     const { IngesterHttpClient } = await import("@sieve/ingester");
