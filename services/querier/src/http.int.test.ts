@@ -390,6 +390,7 @@ describe("metric queries", () => {
     const want = steps.filter((t) => count({ app: "api", env: "prod" }, t) > 0);
     expect(prod.values.map(([sec]) => sec)).toEqual(want.map((t) => Number(t / S)));
     for (const [sec, value] of prod.values) {
+      if (sec === Number(T0 / S) + 300) continue; // below
       expect(Number(value)).toBe(count({ app: "api", env: "prod" }, BigInt(sec) * S));
     }
     // Step 6 (t = T0+420s) is past the store's data (300 s) but holds the ingester's line at 400 s.
