@@ -109,8 +109,7 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
       query: (req: IngesterQueryRequest) => caller.call<IngesterStream[]>("query", req),
       series: (req: IngesterSeriesRequest) =>
         caller.call<{ labels: string; fingerprint: bigint }[]>("series", req),
-      querySample: (req: IngesterSampleRequest) =>
-        caller.call<IngesterSamplePart[]>("sample", req),
+      querySample: (req: IngesterSampleRequest) => caller.call<IngesterSamplePart[]>("sample", req),
     };
   } else if (setup.ingesters !== "none") {
     const { IngesterHttpClient } = await import("@sieve/ingester");
