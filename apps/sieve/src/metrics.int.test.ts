@@ -165,9 +165,9 @@ describe("metric queries over busy streams", () => {
     };
     await sample();
     const before = rss[0]!;
-    let done = false;
+    const state = { done: false };
     const sampling = (async () => {
-      while (!done) {
+      while (!state.done) {
         await sample();
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
@@ -180,7 +180,7 @@ describe("metric queries over busy streams", () => {
       step: "60",
     });
     const ms = performance.now() - t0;
-    done = true;
+    state.done = true;
     await sampling;
     expect(r.status, r.text).toBe(200);
     const result = (JSON.parse(r.text) as MatrixBody).data.result;

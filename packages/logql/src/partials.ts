@@ -104,6 +104,27 @@ export interface AggPlan {
   readonly winHi: Int32Array;
   /** The vector aggregation's grouping applied while folding; undefined: none. */
   readonly outer: Grouping | undefined;
+  /**
+   * When the series' labels are a `by` list in the end (the function's and the vector
+   * aggregation's groupings composed, the unwrapped label left out): those names, sorted,
+   * read straight from the entry's labels instead of copying them all. Undefined otherwise.
+   */
+  readonly byNames: readonly string[] | undefined;
+}
+
+/** The names a `by` grouping keeps after `inner` then `outer`; undefined for a `without`. */
+function byNames(
+  inner: Grouping | undefined,
+  outer: Grouping | undefined,
+  unwrapped: string | undefined,
+): string[] | undefined {
+  if (inner?.without === true || outer?.without === true) return undefined;
+  if (inner === undefined && outer === undefined) return undefined;
+  let names = inner?.labels ?? outer!.labels;
+  if (inner !== undefined && outer !== undefined) {
+    names = inner.labels.filter((n) => outer.labels.includes(n));
+  }
+  return [...new Set(names)].filter((n) => n !== unwrapped).sort();
 }
 
 interface AggRun {
@@ -410,7 +431,12 @@ export class SamplePlan {
       if (index === undefined) {
         index = this.aggs.length;
         byKey.set(key, index);
-        this.aggs.push({ expr: e, mode: MODES[e.op], outer } as AggPlan);
+        this.aggs.push({
+          expr: e,
+          mode: MODES[e.op],
+          outer,
+          byNames: byNames(e.grouping, outer, e.range.unwrap?.label),
+        } as AggPlan);
       }
       this.byNode.set(e, index);
     }
@@ -445,9 +471,10 @@ export class SamplePlan {
     const runs: AggRun[] = [];
     const tests: ((line: string) => boolean)[] = [];
     let all = false;
-    this.aggs.forEach((plan, index) => {
+    for (let index = 0; index < this.aggs.length; index++) {
+      const plan = this.aggs[index]!;
       const sel = plan.expr.range.selector;
-      if (!matchesLabels(sel.matchers, labels)) return;
+      if (!matchesLabels(sel.matchers, labels)) continue;
       const pipeline = compilePipeline(
         sel.pipeline,
         this.maxLineBytes === undefined ? {} : { maxLineBytes: this.maxLineBytes },
@@ -466,7 +493,7 @@ export class SamplePlan {
         post: (plan.expr.range.unwrap?.postFilters ?? []).map(compileLabelFilter),
         bytes: plan.expr.op === "bytes_over_time" || plan.expr.op === "bytes_rate",
       });
-    });
+    }
     if (runs.length === 0) return undefined;
     const mayCount = all
       ? undefined
@@ -528,6 +555,25 @@ export class SamplePlan {
         run.pipeline.lineOnly &&
         Object.keys(e.structuredMetadata).length === 0;
       let series = plain ? s.plain[r] : undefined;
+      if (series === undefined && plan.byNames !== undefined) {
+        // The fast path (log volume: `sum by (level) (count_over_time(...))`): the kept
+        // names only, keyed as labelsKey keys them.
+        if (b.get(ERROR_LABEL) !== undefined) {
+          const all: Record<string, string> = { ...b.labels() };
+          if (unwrap !== undefined) Reflect.deleteProperty(all, unwrap.label);
+          throw pipelineError(all);
+        }
+        const labels: Record<string, string> = {};
+        let key = "{";
+        for (const name of plan.byNames) {
+          const v = b.get(name);
+          if (v === undefined) continue;
+          labels[name] = v;
+          key += `${name}=${JSON.stringify(v)},`;
+        }
+        series = { key: key + "}", labels };
+        if (plain) s.plain[r] = series;
+      }
       if (series === undefined) {
         let labels: Record<string, string> = { ...b.labels() };
         if (unwrap !== undefined) Reflect.deleteProperty(labels, unwrap.label);
