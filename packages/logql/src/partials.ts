@@ -133,6 +133,8 @@ interface AggRun {
   readonly pipeline: Pipeline;
   readonly post: ((b: LabelsBuilder) => boolean)[];
   readonly bytes: boolean;
+  /** Series by the values of `plan.byNames` (bounded by the series a query may have). */
+  readonly byValues: Map<string, { key: string; labels: Record<string, string> }>;
 }
 
 /** The range aggregations that read one stream, with their per-stream caches. */
@@ -492,6 +494,7 @@ export class SamplePlan {
         pipeline,
         post: (plan.expr.range.unwrap?.postFilters ?? []).map(compileLabelFilter),
         bytes: plan.expr.op === "bytes_over_time" || plan.expr.op === "bytes_rate",
+        byValues: new Map(),
       });
     }
     if (runs.length === 0) return undefined;
@@ -563,15 +566,23 @@ export class SamplePlan {
           if (unwrap !== undefined) Reflect.deleteProperty(all, unwrap.label);
           throw pipelineError(all);
         }
-        const labels: Record<string, string> = {};
-        let key = "{";
-        for (const name of plan.byNames) {
-          const v = b.get(name);
-          if (v === undefined) continue;
-          labels[name] = v;
-          key += `${name}=${JSON.stringify(v)},`;
+        // The values of the kept names, as a cache key: formatting the series' key
+        // (JSON.stringify each value) once per series, not per entry.
+        let id = "";
+        for (const name of plan.byNames) id += `${b.get(name) ?? "\u0002"}\u0001`;
+        series = run.byValues.get(id);
+        if (series === undefined) {
+          const labels: Record<string, string> = {};
+          let key = "{";
+          for (const name of plan.byNames) {
+            const v = b.get(name);
+            if (v === undefined) continue;
+            labels[name] = v;
+            key += `${name}=${JSON.stringify(v)},`;
+          }
+          series = { key: key + "}", labels };
+          run.byValues.set(id, series);
         }
-        series = { key: key + "}", labels };
         if (plain) s.plain[r] = series;
       }
       if (series === undefined) {

@@ -16,8 +16,8 @@ export interface QueryLimits {
   /** Loki's `query_timeout` (1m): a query running longer is stopped with 504. */
   readonly queryTimeoutMs: number;
   /**
-   * Sieve's bound on entries a metric query holds in memory (10,000,000): a metric query
-   * keeps every matching entry of its range, so this is what stops it allocating without bound.
+   * No longer read: metric queries are pushed down and hold partial aggregates, bounded by
+   * LogQL's `maxSamples`, not entries. Kept so that files and overrides naming it still load.
    */
   readonly maxMetricQueryEntries: number;
   /**

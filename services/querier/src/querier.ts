@@ -3,8 +3,9 @@
  * chunk refs in range → bloom test → the gateway prunes → surviving chunks fetched in time
  * order in the query's direction through a bounded pool and a byte-budget cache → decoded
  * and run through the pipeline as they arrive, merged with the ingesters' unflushed data,
- * exact duplicates dropped, stopping once `limit` lines are certain. Metric query: the same
- * plan without a limit over the range plus the longest lookback, then LogQL's evaluation.
+ * exact duplicates dropped, stopping once `limit` lines are certain. Metric query: split by
+ * interval, each part pushed down (ingesters answer partial aggregates, chunks are folded
+ * as they decode), merged, then LogQL's evaluation finishes the windows.
  *
  * This file is the facade that ties the steps together (parse, limits, deadline); each step
  * lives in its own file: `plan.ts`, `fetch.ts`, `logs.ts`, `metrics-query.ts`, `series.ts`.
