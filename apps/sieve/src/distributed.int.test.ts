@@ -573,7 +573,9 @@ describe("distributor, two ingesters on Kafka, bloom gateway and querier as proc
         expect(instant.data.result[0]!.value![1]).toBe(String(TOTAL));
         // Both ingesters answered the pushed-down calls (their heads hold the last lines).
         const after = await queries();
-        after.forEach((n, k) => expect(n).toBeGreaterThanOrEqual(before[k]! + 2));
+        after.forEach((n, k) => {
+          expect(n).toBeGreaterThanOrEqual(before[k]! + 2);
+        });
       }),
     TEST_TIMEOUT_MS,
   );

@@ -271,6 +271,7 @@ describe("Sieve's own failures", () => {
       ingesters: {
         query: () => Promise.reject(new Error("ingester exploded")),
         series: () => Promise.resolve([]),
+        querySample: () => Promise.reject(new Error("ingester exploded")),
       },
       registry,
       logger,
