@@ -107,20 +107,17 @@ async function counts(querier: ReturnType<typeof createQuerier>, step = 10n * S)
 
 describe("the querier's merge of pushed-down partials", () => {
   it("drops an ingester's part of a chunk the store holds, and keeps one of a chunk it does not", async () => {
-    let held: { bytes: Uint8Array; ref: NonNullable<IngesterSamplePart["chunk"]> } | undefined;
-    let fake = false;
-    const { querier, store } = await setup((query, p) =>
-      held === undefined
-        ? []
-        : [
-            chunkPart(
-              query,
-              p,
-              held.bytes,
-              fake ? { ...held.ref, checksum: held.ref.checksum ^ 1 } : held.ref,
-            ),
-          ],
-    );
+    // What the ingester holds: nothing, then a flushed chunk (as before it drops it).
+    const state: {
+      held?: { bytes: Uint8Array; ref: NonNullable<IngesterSamplePart["chunk"]> };
+      fake: boolean;
+    } = { fake: false };
+    const { querier, store } = await setup((query, p) => {
+      const held = state.held;
+      if (held === undefined) return [];
+      const ref = state.fake ? { ...held.ref, checksum: held.ref.checksum ^ 1 } : held.ref;
+      return [chunkPart(query, p, held.bytes, ref)];
+    });
     const alone = await counts(querier);
     const total = (m: typeof alone.result) =>
       m.reduce((n, s) => n + Number(s.values.at(-1)![1]), 0);
@@ -129,11 +126,11 @@ describe("the querier's merge of pushed-down partials", () => {
     const chunk = (await storedChunks(store)).find(
       (c) => c.from <= T0 + 90n * S && c.through >= T0 + 90n * S,
     )!;
-    held = { bytes: await store.get(chunk.key), ref: chunk };
+    state.held = { bytes: await store.get(chunk.key), ref: chunk };
     const same = await counts(querier);
     expect(same.result).toEqual(alone.result);
     expect(same.stats.duplicatesDropped).toBe(1);
-    fake = true;
+    state.fake = true;
     const other = await counts(querier);
     expect(total(other.result)).toBe(40 + 25);
   });
