@@ -47,6 +47,7 @@ export {
   type PipelineOutput,
 } from "./pipeline.js";
 export {
+  DEFAULT_MAX_SAMPLES,
   evaluateRange,
   evaluateInstant,
   type EvalOptions,

@@ -12,6 +12,7 @@
  * in their overlap.
  */
 import {
+  DEFAULT_MAX_SAMPLES,
   LogqlError,
   SamplePlan,
   extractBloomTests,
@@ -142,6 +143,8 @@ async function collect(
             start: samplePlan.steps[0]!,
             end: samplePlan.steps[samplePlan.steps.length - 1]!,
             step: samplePlan.steps.length > 1 ? samplePlan.steps[1]! - samplePlan.steps[0]! : 0n,
+            // The ingester's parts together hold at most what the querier's merge may.
+            maxSamples: DEFAULT_MAX_SAMPLES,
           },
           ctx.callOptions(),
         ),
