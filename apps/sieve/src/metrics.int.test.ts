@@ -75,7 +75,8 @@ type MatrixBody = {
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sieve-metrics-"));
   const config = join(dir, "sieve.yaml");
-  // Loki's 4 MB/s tenant rate would refuse these pushes; 20 MB bodies fit 50,000 lines.
+  // Loki's 4 MB/s tenant rate and 3 MB/s stream rate would refuse these pushes; 32 MiB
+  // bodies fit 50,000 lines.
   await writeFile(
     config,
     [
@@ -85,6 +86,8 @@ beforeAll(async () => {
       "  limits:",
       "    ingestionRateBytes: 1073741824",
       "    ingestionBurstBytes: 1073741824",
+      "    perStreamRateBytes: 1073741824",
+      "    perStreamBurstBytes: 1073741824",
       "",
     ].join("\n"),
   );
@@ -92,9 +95,10 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  // A graceful stop flushes every head first.
   await sieve.stop();
   await rm(dir, { recursive: true, force: true });
-});
+}, 60_000);
 
 /** Waits until a count query sees `want` lines (the queue delivers to the ingester). */
 async function settled(q: string, time: bigint, want: number): Promise<string> {
