@@ -50,6 +50,10 @@ export {
   decodePatternsRequest,
   encodePatternsResponse,
   decodePatternsResponse,
+  encodeSampleRequest,
+  decodeSampleRequest,
+  encodeSampleResponse,
+  decodeSampleResponse,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,
@@ -69,6 +73,9 @@ export type {
   IngesterStats,
   IngesterPatternsRequest,
   PatternSeries,
+  IngesterSampleRequest,
+  IngesterSamplePart,
+  SampleChunkRef,
 } from "./ingester.js";
 export {
   decodePushRaw,

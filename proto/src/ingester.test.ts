@@ -2,6 +2,10 @@ import protobuf from "protobufjs";
 import { describe, expect, test } from "vitest";
 import { ProtoError } from "./errors.js";
 import {
+  decodeSampleRequest,
+  decodeSampleResponse,
+  encodeSampleRequest,
+  encodeSampleResponse,
   MAX_SELECTOR_LENGTH,
   decodeQueryRequest,
   decodeQueryResponse,
@@ -295,5 +299,63 @@ describe("patterns", () => {
     ["end before start", { ...req, end: 1n }, "before start"],
   ])("refuses %s", (_name, bad, message) => {
     expect(() => decodePatternsRequest(encodePatternsRequest(bad))).toThrow(message);
+  });
+});
+
+describe("sample call (pushed-down metric queries)", () => {
+  test("request and response round-trip, parts with and without a chunk", () => {
+    const req = {
+      tenant: "t",
+      query: 'sum by (level) (count_over_time({app="a"} | logfmt [1m]))',
+      start: 1_700_000_000_000_000_000n,
+      end: 1_700_000_060_000_000_000n,
+      step: 60_000_000_000n,
+      maxSamples: 1000,
+    };
+    expect(decodeSampleRequest(encodeSampleRequest(req))).toEqual(req);
+    // A read across tenants labels every stream with its tenant.
+    const labelled = { ...req, streamLabels: { __tenant_id__: "a" } };
+    expect(decodeSampleRequest(encodeSampleRequest(labelled))).toEqual(labelled);
+    const parts = [
+      {
+        chunk: {
+          fingerprint: 0xfedcba9876543210n,
+          from: 1_700_000_000_000_000_001n,
+          through: 1_700_000_059_000_000_000n,
+          checksum: 0xffffffff,
+        },
+        series: [
+          {
+            agg: 0,
+            labels: { level: "info" },
+            lo: 3,
+            n: [2, 0, 5],
+            a: [1.5, 0, -2],
+            b: [],
+            ts: [],
+            v: [],
+          },
+        ],
+      },
+      {
+        series: [
+          { agg: 1, labels: {}, lo: 0, n: [], a: [], b: [], ts: [12.5, 1e12], v: [NaN, Infinity] },
+        ],
+      },
+    ];
+    expect(decodeSampleResponse(encodeSampleResponse(parts))).toEqual(parts);
+  });
+
+  test("decoding refuses an empty query and a negative step, naming them", () => {
+    const base = { tenant: "t", query: "x", start: 0n, end: 1n, step: 0n };
+    expect(() => decodeSampleRequest(encodeSampleRequest({ ...base, query: "" }))).toThrow(
+      /query is empty/,
+    );
+    expect(() => decodeSampleRequest(encodeSampleRequest({ ...base, step: -1n }))).toThrow(
+      /step -1/,
+    );
+    expect(() => decodeSampleRequest(encodeSampleRequest({ ...base, tenant: "" }))).toThrow(
+      ProtoError,
+    );
   });
 });

@@ -12,6 +12,7 @@
  * whether the selector parses is the ingester's to judge.
  */
 import type { Label } from "@sieve/labels";
+import type { SeriesPartial } from "@sieve/logql";
 import protobuf from "protobufjs";
 import type { LongBits } from "./codec.js";
 import { ingesterDescriptor } from "./generated/ingester-descriptor.js";
@@ -29,6 +30,8 @@ const StatsRequestType = root.lookupType("sieve.ingester.v1.StatsRequest");
 const StatsResponseType = root.lookupType("sieve.ingester.v1.StatsResponse");
 const PatternsRequestType = root.lookupType("sieve.ingester.v1.PatternsRequest");
 const PatternsResponseType = root.lookupType("sieve.ingester.v1.PatternsResponse");
+const SampleRequestType = root.lookupType("sieve.ingester.v1.SampleRequest");
+const SampleResponseType = root.lookupType("sieve.ingester.v1.SampleResponse");
 
 /** Longest selector (log query) a request may carry, in UTF-16 code units. */
 export const MAX_SELECTOR_LENGTH = 65_536;
@@ -118,6 +121,11 @@ export interface IngesterQuerier {
   stats(req: IngesterStatsRequest, options?: IngesterCallOptions): Promise<IngesterStats>;
   /** The patterns learned from the unflushed and recent lines (Loki's pattern ingester). */
   patterns(req: IngesterPatternsRequest, options?: IngesterCallOptions): Promise<PatternSeries[]>;
+  /** A metric query pushed down: partial aggregates of the unflushed data, not lines. */
+  querySample(
+    req: IngesterSampleRequest,
+    options?: IngesterCallOptions,
+  ): Promise<IngesterSamplePart[]>;
 }
 
 /**
@@ -180,6 +188,45 @@ export interface PatternSeries {
   readonly pattern: string;
   readonly level: string;
   readonly samples: readonly (readonly [number, number])[];
+}
+
+/**
+ * A metric query pushed down to the ingesters (Loki's `QuerySample`): its range
+ * aggregations are evaluated there into partial aggregates (`@sieve/logql` SamplePlan,
+ * built from the same text and steps on both sides).
+ */
+export interface IngesterSampleRequest {
+  readonly tenant: string;
+  /** The metric query's text. */
+  readonly query: string;
+  /** Steps from start to end inclusive, every `step` ns; 0 for an instant query. */
+  readonly start: bigint;
+  readonly end: bigint;
+  readonly step: bigint;
+  /** Most buckets and points one part may hold; absent or 0 = LogQL's default. */
+  readonly maxSamples?: number;
+  /**
+   * Labels put on every stream before it is matched and folded: a read across tenants
+   * sends `__tenant_id__`. Absent: the streams' own labels.
+   */
+  readonly streamLabels?: Readonly<Record<string, string>>;
+}
+
+/** The identity of a cut chunk: as the index names it once flushed. */
+export interface SampleChunkRef {
+  readonly fingerprint: bigint;
+  readonly from: bigint;
+  readonly through: bigint;
+  readonly checksum: number;
+}
+
+/**
+ * The partials of one source of an ingester: a cut chunk (the querier drops it when it
+ * reads the same chunk from the store, so nothing counts twice) or its heads.
+ */
+export interface IngesterSamplePart {
+  readonly chunk?: SampleChunkRef;
+  readonly series: readonly SeriesPartial[];
 }
 
 // --- wire shapes, as protobufjs decodes them (absent fields read as their defaults) -----
@@ -615,4 +662,112 @@ export function decodePatternsResponse(bytes: Uint8Array): PatternSeries[] {
       return [Number(toBigInt(p.timestamp, true)), Number(count)];
     }),
   }));
+}
+
+// --- sample queries (pushed-down metric evaluation) -------------------------------------
+
+interface WireSampleRequest {
+  tenant: string;
+  query: string;
+  start: LongBits | number;
+  end: LongBits | number;
+  step: LongBits | number;
+  maxSamples: LongBits | number;
+  streamLabels: Label[];
+}
+interface WireSeriesPartial {
+  agg: number;
+  labels: Label[];
+  lo: number;
+  n: number[];
+  a: number[];
+  b: number[];
+  ts: number[];
+  v: number[];
+}
+interface WireSamplePart {
+  chunk?: {
+    fingerprint: LongBits | number;
+    from: LongBits | number;
+    through: LongBits | number;
+    checksum: number;
+  } | null;
+  series: WireSeriesPartial[];
+}
+
+/** Encodes a SampleRequest: what a querier sends. */
+export function encodeSampleRequest(req: IngesterSampleRequest): Uint8Array {
+  return SampleRequestType.encode({
+    tenant: req.tenant,
+    query: req.query,
+    start: toLong(req.start),
+    end: toLong(req.end),
+    step: toLong(req.step),
+    maxSamples: toLong(BigInt(req.maxSamples ?? 0)),
+    streamLabels: pairs(req.streamLabels ?? {}),
+  }).finish();
+}
+
+/** Decodes and checks a SampleRequest; throws a ProtoError `malformed_protobuf`. */
+export function decodeSampleRequest(bytes: Uint8Array): IngesterSampleRequest {
+  const w = decodeWith(SampleRequestType, bytes) as WireSampleRequest;
+  checkTenant(w.tenant);
+  if (w.query === "") throw malformed("query is empty");
+  checkSelector(w.query);
+  const step = toBigInt(w.step, true);
+  if (step < 0n) throw malformed(`step ${step}`);
+  const maxSamples = toBigInt(w.maxSamples, false);
+  if (maxSamples > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`max_samples ${maxSamples}`);
+  return {
+    tenant: w.tenant,
+    query: w.query,
+    ...range(w),
+    step,
+    ...(maxSamples > 0n && { maxSamples: Number(maxSamples) }),
+    ...(w.streamLabels.length > 0 && { streamLabels: record(w.streamLabels, "stream_labels") }),
+  };
+}
+
+/** Encodes a SampleResponse: what an ingester answers. */
+export function encodeSampleResponse(parts: readonly IngesterSamplePart[]): Uint8Array {
+  return SampleResponseType.encode({
+    parts: parts.map((p) => ({
+      ...(p.chunk !== undefined && {
+        chunk: {
+          fingerprint: toLong(p.chunk.fingerprint),
+          from: toLong(p.chunk.from),
+          through: toLong(p.chunk.through),
+          checksum: p.chunk.checksum,
+        },
+      }),
+      series: p.series.map((s) => ({ ...s, labels: pairs(s.labels) })),
+    })),
+  }).finish();
+}
+
+/** Decodes a SampleResponse; throws a ProtoError `malformed_protobuf`. */
+export function decodeSampleResponse(bytes: Uint8Array): IngesterSamplePart[] {
+  const w = decodeWith(SampleResponseType, bytes) as { parts: WireSamplePart[] };
+  return w.parts.map((p, i): IngesterSamplePart => {
+    const series = p.series.map((s): SeriesPartial => ({
+      agg: s.agg,
+      labels: record(s.labels, `part ${i}`),
+      lo: s.lo,
+      n: s.n,
+      a: s.a,
+      b: s.b,
+      ts: s.ts,
+      v: s.v,
+    }));
+    if (p.chunk == null) return { series };
+    return {
+      chunk: {
+        fingerprint: toBigInt(p.chunk.fingerprint, false),
+        from: toBigInt(p.chunk.from, true),
+        through: toBigInt(p.chunk.through, true),
+        checksum: p.chunk.checksum >>> 0,
+      },
+      series,
+    };
+  });
 }

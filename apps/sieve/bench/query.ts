@@ -27,7 +27,15 @@
  * block at ratio 1 until the first block (256 KiB raw) is cut, so a 192 KiB target cuts
  * chunks at about 192 KiB of raw lines (about 84 KB compressed): 11 chunks a stream here.
  *
+ * Metric queries (issue 15): Grafana's log-volume query, `sum by (level)
+ * (count_over_time({env="bench"} | logfmt level [1m]))` at 1-minute steps, over the last
+ * hour of the data and over 24 hours ending where the data ends (the dataset spans
+ * `spanHours`, 6: the 24 h query reads all of it), pushed down and split by hour as a
+ * querier runs it; p50/p99 wall and CPU time. The 24 h answer's counts must add up to the
+ * dataset's lines (the 1-minute windows tile the range).
+ *
  *   pnpm bench:query [--queries 100] [--absent 20] [--without 5] [--regenerate]
+ *                    [--metric-1h 7] [--metric-24h 3]
  *                    [--streams 500] [--bytes 1073741824] [--chunk-target-bytes N] [--seed 1]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -68,6 +76,8 @@ const { values } = parseArgs({
     bytes: { type: "string", default: String(1024 ** 3) },
     "chunk-target-bytes": { type: "string", default: String(192 * 1024) },
     seed: { type: "string", default: "1" },
+    "metric-1h": { type: "string", default: "7" },
+    "metric-24h": { type: "string", default: "3" },
   },
 });
 const QUERIES = Number(values.queries);
@@ -280,6 +290,86 @@ for (const n of withoutNeedles) {
   rows.push(row);
 }
 
+// ---- metric queries -------------------------------------------------------------------
+
+const METRIC_QUERY = `sum by (level) (count_over_time({env="bench"} | logfmt level [1m]))`;
+interface MetricRow {
+  hours: number;
+  ms: number;
+  cpuMs: number;
+  series: number;
+  points: number;
+  total: number;
+  linesScanned: number;
+  chunksFetched: number;
+}
+const metricRows: MetricRow[] = [];
+const MINUTE = 60_000_000_000n;
+// The last step at or after the data's end, on a minute: every line is in some window.
+const metricEnd = ((END + MINUTE - 1n) / MINUTE) * MINUTE;
+for (const [hours, runs] of [
+  [1, Number(values["metric-1h"])],
+  [24, Number(values["metric-24h"])],
+] as const) {
+  log(`metric queries over ${hours} h: ${runs} runs, one querier (${METRIC_QUERY})`);
+  const q = querier(false);
+  for (let i = 0; i < runs; i++) {
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    const answer = await q.selectMatrix({
+      tenant: dataset.tenant,
+      query: METRIC_QUERY,
+      start: metricEnd - BigInt(hours) * 60n * MINUTE + MINUTE,
+      end: metricEnd,
+      step: MINUTE,
+    });
+    const ms = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    let total = 0;
+    let points = 0;
+    for (const s of answer.result) {
+      points += s.values.length;
+      for (const [, v] of s.values) total += Number(v);
+    }
+    const row = {
+      hours,
+      ms,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      series: answer.result.length,
+      points,
+      total,
+      linesScanned: answer.stats.linesScanned,
+      chunksFetched: answer.stats.chunksFetched,
+    };
+    log(`  ${ms.toFixed(0)} ms, ${row.total} lines counted in ${row.series} series`);
+    metricRows.push(row);
+  }
+}
+const metricSummary = [1, 24].map((hours) => {
+  const rs = metricRows.filter((r) => r.hours === hours);
+  return {
+    hours,
+    runs: rs.length,
+    p50Ms: percentile(
+      rs.map((r) => r.ms),
+      50,
+    ),
+    p99Ms: percentile(
+      rs.map((r) => r.ms),
+      99,
+    ),
+    p50CpuMs: percentile(
+      rs.map((r) => r.cpuMs),
+      50,
+    ),
+    lines: rs[0]?.total ?? 0,
+    linesScanned: rs[0]?.linesScanned ?? 0,
+    chunksFetched: rs[0]?.chunksFetched ?? 0,
+    series: rs[0]?.series ?? 0,
+  };
+});
+const metricWrong = metricRows.filter((r) => r.hours === 24 && r.total !== dataset.lines).length;
+
 // ---- checks and figures ---------------------------------------------------------------
 
 const loadAfter = loadavg();
@@ -410,6 +500,20 @@ console.log(
   `answers: ${rows.length - wrong.length}/${rows.length} equal to the generated lines; with and without blooms ${mismatched.length === 0 ? "identical" : `DIFFER on ${mismatched.length}`}`,
 );
 
+console.log(`\nmetric queries: \`${METRIC_QUERY}\`, 1-minute steps, split by hour`);
+console.log(
+  "| range | runs | p50 ms | p99 ms | p50 CPU ms | lines counted | lines scanned | chunks fetched | series |",
+);
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+for (const m of metricSummary) {
+  console.log(
+    `| ${m.hours} h | ${m.runs} | ${m.p50Ms.toFixed(0)} | ${m.p99Ms.toFixed(0)} | ${m.p50CpuMs.toFixed(0)} | ${m.lines} | ${m.linesScanned} | ${m.chunksFetched} | ${m.series} |`,
+  );
+}
+console.log(
+  `24 h answers adding up to the dataset's ${dataset.lines} lines: ${metricRows.filter((r) => r.hours === 24).length - metricWrong}/${metricRows.filter((r) => r.hours === 24).length}`,
+);
+
 const resultsDir = join(root, "bench", "results");
 mkdirSync(resultsDir, { recursive: true });
 const file = join(resultsDir, `query-${new Date().toISOString().replace(/[:.]/g, "-")}.json`);
@@ -426,6 +530,7 @@ writeFileSync(
       ratios: { warm: ratioWarm, cold: ratioCold, warmCpu: ratioWarmCpu },
       loadAverage: { before: loadBefore, after: loadAfter },
       targets,
+      metric: { query: METRIC_QUERY, summary: metricSummary, all: metricRows },
       all: rows,
     },
     null,
@@ -433,4 +538,4 @@ writeFileSync(
   ),
 );
 console.log(`\nwrote ${file}`);
-if (!targets.answersCorrect.met) process.exitCode = 1;
+if (!targets.answersCorrect.met || metricWrong > 0) process.exitCode = 1;

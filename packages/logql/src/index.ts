@@ -48,11 +48,24 @@ export {
   type PipelineOutput,
 } from "./pipeline.js";
 export {
+  DEFAULT_MAX_SAMPLES,
   evaluateRange,
   evaluateInstant,
   type EvalOptions,
   type Matrix,
   type Vector,
   type RangeParams,
+  type RangeVectors,
+  type StepVector,
   type StreamEntries,
 } from "./metric.js";
+export {
+  SamplePlan,
+  Partials,
+  type AggPlan,
+  type FoldEntry,
+  type SamplePlanOptions,
+  type SeriesPartial,
+  type StreamFold,
+} from "./partials.js";
+export { splitRange, mergeMatrices } from "./split.js";

@@ -6,7 +6,7 @@
  * unix seconds and values formatted as Go's `strconv.FormatFloat(v, 'f', -1, 64)`.
  */
 import { rangeAggregations } from "./ast.js";
-import type { Expr, Grouping, LogRange, SampleExpr, VectorMatching } from "./ast.js";
+import type { Expr, Grouping, LogRange, RangeAggExpr, SampleExpr, VectorMatching } from "./ast.js";
 import { ERROR_LABEL } from "./builder.js";
 import { EvalError, LimitError } from "./errors.js";
 import { matchesLabels } from "./matchers.js";
@@ -45,12 +45,20 @@ export type Vector = { metric: Record<string, string>; value: [number, string] }
 /** Loki's limit on points per series in a range query. */
 export const MAX_POINTS = 11_000;
 
-interface Sample {
+/** One sample of a step vector. */
+export interface Sample {
   labels: Record<string, string>;
   value: number;
 }
 /** The samples of one step, keyed by `labelsKey(sample.labels)` (always: the key is reused). */
-type StepVector = Map<string, Sample>;
+export type StepVector = Map<string, Sample>;
+
+/**
+ * A range aggregation's step vectors computed elsewhere (pushed down: `partials.ts`), one
+ * per step, fresh on each call (the evaluation consumes them). For `absent_over_time`, the
+ * vectors of the samples present; the evaluation turns them into absence.
+ */
+export type RangeVectors = (e: RangeAggExpr) => StepVector[];
 /**
  * An intermediate result. `count` is the samples it holds (charged to the budget);
  * `borrowed` marks a result shared with a later use, which its consumer must not release.
@@ -72,6 +80,11 @@ export interface EvalOptions {
   maxSeries?: number;
   /** Passed to the pipelines of the range aggregations, see `PipelineOptions.maxLineBytes`. */
   maxLineBytes?: number;
+  /**
+   * The range aggregations' step vectors, already computed from pushed-down partial
+   * aggregates (`SamplePlan.rangeVectors`): the streams given are then not read.
+   */
+  rangeVectors?: RangeVectors;
 }
 
 /**
@@ -117,6 +130,7 @@ interface Ev {
    * once and shared, so N copies of one term cost one pass over the lines, not N.
    */
   shared: Map<string, { uses: number; value?: Value }>;
+  rangeVectors: RangeVectors | undefined;
 }
 
 function newEv(
@@ -141,6 +155,7 @@ function newEv(
     budget: new Budget(o.maxSamples ?? DEFAULT_MAX_SAMPLES),
     pipeline,
     shared,
+    rangeVectors: o.rangeVectors,
   };
 }
 
@@ -208,7 +223,8 @@ function asSample(e: Expr): SampleExpr {
   return e;
 }
 
-function stepTimes(p: RangeParams): bigint[] {
+/** The steps of a range query (its bounds checked, Loki's words). */
+export function stepTimes(p: RangeParams): bigint[] {
   if (p.endNs < p.startNs)
     throw new EvalError("invalid_parameters", "end timestamp must not be before start time");
   if (p.stepNs <= 0n) {
@@ -280,7 +296,8 @@ function evalNode(e: SampleExpr, ev: Ev): Value {
         count: steps.length,
       };
     case "rangeAgg": {
-      const key = ev.shared.size === 0 ? undefined : printExpr(e);
+      // Pushed-down vectors are computed once already; each use takes its own copy.
+      const key = ev.shared.size === 0 || ev.rangeVectors !== undefined ? undefined : printExpr(e);
       const shared = key === undefined ? undefined : ev.shared.get(key);
       if (shared === undefined) return counted(evalRangeAgg(e, ev));
       shared.value ??= counted(evalRangeAgg(e, ev));
@@ -347,7 +364,11 @@ interface Series {
   values: number[];
 }
 
-function group(labels: Record<string, string>, g: Grouping | undefined): Record<string, string> {
+/** A series' labels under a `by`/`without` grouping (undefined: unchanged). */
+export function group(
+  labels: Record<string, string>,
+  g: Grouping | undefined,
+): Record<string, string> {
   if (g === undefined) return labels;
   const out: Record<string, string> = {};
   if (g.without) {
@@ -358,7 +379,8 @@ function group(labels: Record<string, string>, g: Grouping | undefined): Record<
   return out;
 }
 
-function convert(conv: LogRange["unwrap"], v: string): number | undefined {
+/** An unwrapped value as a number (undefined: it does not convert). */
+export function convert(conv: LogRange["unwrap"], v: string): number | undefined {
   switch (conv?.conversion) {
     case undefined:
       return parseFloatStrict(v);
@@ -370,6 +392,15 @@ function convert(conv: LogRange["unwrap"], v: string): number | undefined {
       return ns === undefined ? undefined : ns / 1e9;
     }
   }
+}
+
+/** Loki's refusal of a sample whose labels carry `__error__`. */
+export function pipelineError(labels: Readonly<Record<string, string>>): EvalError {
+  const err = labels[ERROR_LABEL];
+  return new EvalError(
+    "pipeline",
+    `pipeline error: '${err}' for series: '${labelsKey(labels)}'.\nUse a label filter to intentionally skip this error. (e.g | __error__!="${err}").\nTo skip all potential errors you can match empty errors.(e.g __error__="")\nThe label filter can also be specified after unwrap. (e.g | unwrap latency | __error__="" )\n`,
+  );
 }
 
 /** The points of each series in (from, to]; each point is charged to the budget. */
@@ -413,13 +444,7 @@ function collectSeries(
       } else if (bytes) value = Buffer.byteLength(line);
       let labels: Record<string, string> = { ...b.labels() };
       if (r.unwrap !== undefined) Reflect.deleteProperty(labels, r.unwrap.label);
-      if (labels[ERROR_LABEL] !== undefined) {
-        const err = labels[ERROR_LABEL];
-        throw new EvalError(
-          "pipeline",
-          `pipeline error: '${err}' for series: '${labelsKey(labels)}'.\nUse a label filter to intentionally skip this error. (e.g | __error__!="${err}").\nTo skip all potential errors you can match empty errors.(e.g __error__="")\nThe label filter can also be specified after unwrap. (e.g | unwrap latency | __error__="" )\n`,
-        );
-      }
+      if (labels[ERROR_LABEL] !== undefined) throw pipelineError(labels);
       labels = group(labels, e.grouping);
       const key = labelsKey(labels);
       let s = out.get(key);
@@ -446,6 +471,31 @@ function collectSeries(
 
 /** The step vectors of a range aggregation, charged to the budget as they fill. */
 function evalRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, ev: Ev): StepVector[] {
+  let out: StepVector[];
+  if (ev.rangeVectors !== undefined) {
+    out = ev.rangeVectors(e);
+    let filled = 0;
+    for (const sv of out) filled += sv.size;
+    ev.budget.add(filled);
+  } else out = scanRangeAgg(e, ev);
+  if (e.op !== "absent_over_time") return out;
+  const steps = ev.steps;
+  const labels: Record<string, string> = {};
+  for (const m of e.range.selector.matchers) if (m.op === "=") labels[m.name] = m.value;
+  const key = labelsKey(labels);
+  let filled = 0;
+  for (const sv of out) filled += sv.size;
+  ev.budget.release(filled);
+  ev.budget.add(steps.length);
+  return out.map((sv) =>
+    sv.size === 0
+      ? new Map<string, Sample>([[key, { labels, value: 1 }]])
+      : new Map<string, Sample>(),
+  );
+}
+
+/** A range aggregation's step vectors, from the streams' entries held in memory. */
+function scanRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, ev: Ev): StepVector[] {
   const steps = ev.steps;
   const { rangeNs, offsetNs } = e.range;
   const first = steps[0]!;
@@ -481,24 +531,11 @@ function evalRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, ev: Ev): Ste
     ev.budget.add(filled);
   }
   for (const s of series) ev.budget.release(s.ts.length);
-  if (e.op === "absent_over_time") {
-    const labels: Record<string, string> = {};
-    for (const m of e.range.selector.matchers) if (m.op === "=") labels[m.name] = m.value;
-    const key = labelsKey(labels);
-    let filled = 0;
-    for (const sv of out) filled += sv.size;
-    ev.budget.release(filled);
-    ev.budget.add(steps.length);
-    return out.map((sv) =>
-      sv.size === 0
-        ? new Map<string, Sample>([[key, { labels, value: 1 }]])
-        : new Map<string, Sample>(),
-    );
-  }
   return out;
 }
 
-function rangeFn(
+/** A range aggregation's value over one window's points (time-ordered); undefined: none. */
+export function rangeFn(
   op: string,
   param: number | undefined,
   v: number[],

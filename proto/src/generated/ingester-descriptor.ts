@@ -332,6 +332,123 @@ export const ingesterDescriptor = {
                       "id": 2
                     }
                   }
+                },
+                "SampleRequest": {
+                  "fields": {
+                    "tenant": {
+                      "type": "string",
+                      "id": 1
+                    },
+                    "query": {
+                      "type": "string",
+                      "id": 2
+                    },
+                    "start": {
+                      "type": "int64",
+                      "id": 3
+                    },
+                    "end": {
+                      "type": "int64",
+                      "id": 4
+                    },
+                    "step": {
+                      "type": "int64",
+                      "id": 5
+                    },
+                    "maxSamples": {
+                      "type": "uint64",
+                      "id": 6
+                    },
+                    "streamLabels": {
+                      "rule": "repeated",
+                      "type": "LabelPair",
+                      "id": 7
+                    }
+                  }
+                },
+                "SampleResponse": {
+                  "fields": {
+                    "parts": {
+                      "rule": "repeated",
+                      "type": "SamplePart",
+                      "id": 1
+                    }
+                  }
+                },
+                "SamplePart": {
+                  "fields": {
+                    "chunk": {
+                      "type": "SampleChunkRef",
+                      "id": 1
+                    },
+                    "series": {
+                      "rule": "repeated",
+                      "type": "SeriesPartial",
+                      "id": 2
+                    }
+                  }
+                },
+                "SampleChunkRef": {
+                  "fields": {
+                    "fingerprint": {
+                      "type": "fixed64",
+                      "id": 1
+                    },
+                    "from": {
+                      "type": "int64",
+                      "id": 2
+                    },
+                    "through": {
+                      "type": "int64",
+                      "id": 3
+                    },
+                    "checksum": {
+                      "type": "uint32",
+                      "id": 4
+                    }
+                  }
+                },
+                "SeriesPartial": {
+                  "fields": {
+                    "agg": {
+                      "type": "uint32",
+                      "id": 1
+                    },
+                    "labels": {
+                      "rule": "repeated",
+                      "type": "LabelPair",
+                      "id": 2
+                    },
+                    "lo": {
+                      "type": "uint32",
+                      "id": 3
+                    },
+                    "n": {
+                      "rule": "repeated",
+                      "type": "double",
+                      "id": 4
+                    },
+                    "a": {
+                      "rule": "repeated",
+                      "type": "double",
+                      "id": 5
+                    },
+                    "b": {
+                      "rule": "repeated",
+                      "type": "double",
+                      "id": 6
+                    },
+                    "ts": {
+                      "rule": "repeated",
+                      "type": "double",
+                      "id": 7
+                    },
+                    "v": {
+                      "rule": "repeated",
+                      "type": "double",
+                      "id": 8
+                    }
+                  }
                 }
               }
             }

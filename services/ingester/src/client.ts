@@ -2,8 +2,10 @@ import { deadlineSignal } from "@sieve/kit";
 import {
   ProtoError,
   decodeQueryResponse,
+  decodeSampleResponse,
   decodeSeriesResponse,
   encodeQueryRequest,
+  encodeSampleRequest,
   encodeSeriesRequest,
   encodeTailRequest,
   decodeVolumeResponse,
@@ -17,6 +19,8 @@ import type {
   IngesterCallOptions,
   IngesterQuerier,
   IngesterQueryRequest,
+  IngesterSamplePart,
+  IngesterSampleRequest,
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStream,
@@ -242,6 +246,19 @@ export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
       ),
     );
     return mergePatterns(answers);
+  }
+
+  async querySample(
+    req: IngesterSampleRequest,
+    options: IngesterCallOptions = {},
+  ): Promise<IngesterSamplePart[]> {
+    const body = encodeSampleRequest(req);
+    const answers = await Promise.all(
+      this.urls.map((url) =>
+        this.post(url, "/ingester/v1/sample", req.tenant, body, decodeSampleResponse, options),
+      ),
+    );
+    return answers.flat();
   }
 }
 

@@ -6,9 +6,11 @@ import { Registry } from "prom-client";
 import {
   ProtoError,
   decodeQueryRequest,
+  decodeSampleRequest,
   decodeSeriesRequest,
   decodeTailRequest,
   encodeQueryResponse,
+  encodeSampleResponse,
   encodeSeriesResponse,
   decodeVolumeRequest,
   encodeVolumeResponse,
@@ -252,6 +254,15 @@ function internalRoutes(
     if (!ingester.serving) throw new IngesterError("not_ready");
     const body = encodePatternsResponse(
       await ingester.patterns(req, { signal: querySignal(request, reply) }),
+    );
+    return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
+  });
+  app.post("/ingester/v1/sample", { logLevel: "warn" }, async (request, reply) => {
+    const req = decodeBody(request.body, decodeSampleRequest);
+    checkTenant(request, req.tenant);
+    if (!ingester.serving) throw new IngesterError("not_ready");
+    const body = encodeSampleResponse(
+      await ingester.querySample(req, { signal: querySignal(request, reply) }),
     );
     return reply.type(PROTOBUF_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.length));
   });

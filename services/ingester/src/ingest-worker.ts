@@ -131,6 +131,7 @@ const methods: WorkerMethods = {
   volume: ({ id, req }) => withSignal(id, (signal) => ingester.volume(req, { signal })),
   stats: ({ id, req }) => withSignal(id, (signal) => ingester.stats(req, { signal })),
   patterns: ({ id, req }) => withSignal(id, (signal) => ingester.patterns(req, { signal })),
+  querySample: ({ id, req }) => withSignal(id, (signal) => ingester.querySample(req, { signal })),
 };
 
 async function withSignal<T>(id: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {

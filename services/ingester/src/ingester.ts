@@ -23,7 +23,7 @@ import { cutHead, evictIfEmpty, streamFor } from "./partitions.js";
 import { queryPatterns, sweepPatterns } from "./patterns.js";
 import type { PatternStore, StreamPatterns } from "./patterns.js";
 import type { PartitionState } from "./partitions.js";
-import { querySeries, queryStreams } from "./query.js";
+import { querySeries, queryStreams, sampleStreams } from "./query.js";
 import type { Entry } from "@sieve/chunk";
 import type {
   IngesterTail,
@@ -39,6 +39,7 @@ import type {
   IngesterStream,
 } from "./query.js";
 import { abortError, parseSelector } from "./query.js";
+import type { IngesterSamplePart, IngesterSampleRequest } from "@sieve/proto";
 import { recoverAssigned } from "./recovery.js";
 import type { RecoveryDeps } from "./recovery.js";
 import type { Stream } from "./stream.js";
@@ -536,5 +537,27 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
   /** What the tenant's unflushed chunks hold (see volume.ts). */
   stats(req: IngesterStatsRequest, options?: IngesterCallOptions): Promise<IngesterStats> {
     return Promise.resolve().then(() => queryStats(this.tenantStreams(req.tenant), req, options));
+  }
+
+  /**
+   * A metric query pushed down: partial aggregates of the tenant's unflushed data (see
+   * query.ts `sampleStreams`), sliced and abortable as {@link Ingester.query}.
+   */
+  async querySample(
+    req: IngesterSampleRequest,
+    options?: IngesterCallOptions,
+  ): Promise<IngesterSamplePart[]> {
+    const streams = [...this.tenantStreams(req.tenant)];
+    try {
+      const out = await sampleStreams(streams, req, options);
+      this.metrics.queries.inc({ outcome: "ok" });
+      return out;
+    } catch (error) {
+      const code = error instanceof IngesterError ? error.code : undefined;
+      this.metrics.queries.inc({
+        outcome: code === "timeout" || code === "canceled" ? code : "error",
+      });
+      throw error;
+    }
   }
 }

@@ -9,7 +9,9 @@
 import { ChunkReader } from "@sieve/chunk";
 import type { Entry } from "@sieve/chunk";
 import {
+  LimitError,
   LogqlError,
+  SamplePlan,
   compilePipeline,
   extractBloomTests,
   matchesLabels,
@@ -19,6 +21,8 @@ import type { LogExpr, Pipeline } from "@sieve/logql";
 import type {
   IngesterCallOptions,
   IngesterEntry,
+  IngesterSamplePart,
+  IngesterSampleRequest,
   IngesterQueryRequest,
   IngesterSeries,
   IngesterSeriesRequest,
@@ -340,4 +344,94 @@ export function querySeries(
     out.set(s.key, { labels: s.labels, fingerprint: s.fingerprint });
   }
   return [...out.values()];
+}
+
+const NO_METADATA: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * A metric query pushed down (Loki's `QuerySample`): the range aggregations of
+ * `req.query` evaluated over the matching streams among `streams` (one tenant's) into
+ * partial aggregates (`@sieve/logql` SamplePlan), one part per cut chunk (the querier drops
+ * it when the store holds the same chunk) and one for the heads. Each entry runs through
+ * the pipeline once, as it is decoded; nothing but the partials is held, and all the parts
+ * together hold at most `req.maxSamples` buckets and points. Sliced as {@link queryStreams}.
+ */
+export async function sampleStreams(
+  streams: Iterable<QueryableStream>,
+  req: IngesterSampleRequest,
+  options: IngesterCallOptions = {},
+): Promise<IngesterSamplePart[]> {
+  let expr;
+  try {
+    expr = parseExpr(req.query);
+  } catch (error) {
+    throw new IngesterError("invalid_selector", (error as Error).message, { cause: error });
+  }
+  if (expr.kind === "log") throw new IngesterError("invalid_request", "not a metric query");
+  const slicer = new Slicer(options.signal);
+  try {
+    const plan = new SamplePlan(
+      expr,
+      { startNs: req.start, endNs: req.end, stepNs: req.step },
+      req.maxSamples === undefined ? {} : { maxSamples: req.maxSamples },
+    );
+    const max = req.maxSamples ?? Number.POSITIVE_INFINITY;
+    const test = extractBloomTests(expr);
+    const parts: IngesterSamplePart[] = [];
+    let held = 0;
+    const heads = plan.partials();
+    const extra = req.streamLabels;
+    for (const s of streams) {
+      const fold = plan.stream(extra === undefined ? s.labelMap : { ...s.labelMap, ...extra });
+      if (fold === undefined) continue;
+      const costly = fold.runs.some((r) => !r.pipeline.lineOnly);
+      const add = async (into: ReturnType<SamplePlan["partials"]>, source: Iterable<Entry>) => {
+        for (const e of source) {
+          if (fold.mayCount === undefined || fold.mayCount(e.line)) {
+            plan.fold(into, fold, {
+              timestamp: e.timestamp,
+              line: e.line,
+              structuredMetadata:
+                e.structuredMetadata.length === 0 ? NO_METADATA : metadataRecord(e),
+            });
+          }
+          if (slicer.due(costly)) await slicer.pause();
+        }
+      };
+      const read: EntryRange = {
+        from: plan.from + 1n,
+        through: plan.through + 1n,
+        direction: "forward",
+        limit: 0,
+        ...(test.kind !== "all" && { filter: { test, labels: s.labelMap } }),
+      };
+      for (const c of [...s.flushing, ...s.pending]) {
+        if (c.encoded.through < read.from || c.encoded.from >= read.through) continue;
+        const into = plan.partials();
+        await add(into, chunkEntries(c.encoded.bytes, read));
+        if (into.size === 0) continue;
+        held += into.size;
+        if (held + heads.size > max) throw new LimitError(tooManySamples(max));
+        const { from, through, checksum } = c.encoded;
+        parts.push({
+          chunk: { fingerprint: s.fingerprint, from, through, checksum },
+          series: into.data(),
+        });
+      }
+      if (s.head !== undefined) await add(heads, s.head.read(read));
+      if (held + heads.size > max) throw new LimitError(tooManySamples(max));
+    }
+    if (heads.size > 0) parts.push({ series: heads.data() });
+    return parts;
+  } catch (error) {
+    // Past one of LogQL's bounds, or an unfiltered `__error__`: the query's fault.
+    if (error instanceof LogqlError) {
+      throw new IngesterError("invalid_request", error.message, { cause: error });
+    }
+    throw error;
+  }
+}
+
+function tooManySamples(max: number): string {
+  return `query processing would load too many samples into memory in query execution (maxSamples ${max})`;
 }

@@ -20,6 +20,8 @@ import type {
   IngesterPatternsRequest,
   IngesterQuerier,
   IngesterQueryRequest,
+  IngesterSamplePart,
+  IngesterSampleRequest,
   IngesterSeries,
   IngesterSeriesRequest,
   IngesterStats,
@@ -109,6 +111,7 @@ export interface WorkerMethods {
   volume(arg: { id: number; req: IngesterVolumeRequest }): Promise<IngesterVolume[]>;
   stats(arg: { id: number; req: IngesterStatsRequest }): Promise<IngesterStats>;
   patterns(arg: { id: number; req: IngesterPatternsRequest }): Promise<PatternSeries[]>;
+  querySample(arg: { id: number; req: IngesterSampleRequest }): Promise<IngesterSamplePart[]>;
 }
 
 /** Options of {@link IngesterWorkers}. */
@@ -239,6 +242,13 @@ export class IngesterWorkers implements IngesterHandle {
 
   series(req: IngesterSeriesRequest, options?: IngesterCallOptions): Promise<IngesterSeries[]> {
     return this.everyWorker(options, (s, id) => s.peer.call("series", { id, req }));
+  }
+
+  querySample(
+    req: IngesterSampleRequest,
+    options?: IngesterCallOptions,
+  ): Promise<IngesterSamplePart[]> {
+    return this.everyWorker(options, (s, id) => s.peer.call("querySample", { id, req }));
   }
 
   /**

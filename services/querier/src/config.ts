@@ -16,8 +16,8 @@ export interface QueryLimits {
   /** Loki's `query_timeout` (1m): a query running longer is stopped with 504. */
   readonly queryTimeoutMs: number;
   /**
-   * Sieve's bound on entries a metric query holds in memory (10,000,000): a metric query
-   * keeps every matching entry of its range, so this is what stops it allocating without bound.
+   * No longer read: metric queries are pushed down and hold partial aggregates, bounded by
+   * LogQL's `maxSamples`, not entries. Kept so that files and overrides naming it still load.
    */
   readonly maxMetricQueryEntries: number;
   /**
@@ -80,6 +80,13 @@ export interface QuerierConfig {
   readonly workers: number;
   /** V8 heap cap of each query worker, MiB: a query past it gets a 400, nothing else dies. */
   readonly workerHeapMb: number;
+  /**
+   * Loki's `split_queries_by_interval`: a metric range query's steps are cut at multiples
+   * of this, and the parts run `splitConcurrency` at a time; 0 does not split.
+   */
+  readonly splitQueriesByIntervalMs: number;
+  /** Parts of one split query evaluated at once (the bounded pool of its worker). */
+  readonly splitConcurrency: number;
   /** Limits of every tenant. */
   readonly limits: QueryLimits;
   /** Per-tenant changes to `limits`, by tenant ID. */
@@ -105,6 +112,8 @@ export const DEFAULT_CONFIG: QuerierConfig = {
   segmentCacheBytes: 64 * 1024 * 1024,
   workers: availableParallelism(),
   workerHeapMb: 1024,
+  splitQueriesByIntervalMs: 3_600_000,
+  splitConcurrency: 4,
   limits: DEFAULT_QUERY_LIMITS,
   overrides: {},
   tailMaxDurationMs: 3_600_000,
@@ -142,13 +151,16 @@ const SCHEMA = defineSchema({
     segmentCacheBytes: "byte budget of the LRU of decoded index segments (by their encoded size)",
     workers: "worker threads running queries, one query each; 0: on the main thread",
     workerHeapMb: "V8 heap cap of each query worker, MiB (a query past it gets a 400)",
+    splitQueriesByIntervalMs:
+      "a metric range query is cut at multiples of this, its parts evaluated apart (`split_queries_by_interval`); 0 = no split",
+    splitConcurrency: "parts of one split metric query evaluated at once (bounded pool)",
     limits: {
       maxQueryLengthMs: "longest `end - start` (`max_query_length`); 0 = no limit",
       maxEntriesLimitPerQuery: "largest `limit` of a log query (`max_entries_limit_per_query`)",
       maxChunksPerQuery: "chunk refs a query may match in the index (`max_chunks_per_query`)",
       queryTimeoutMs: "a query running longer answers 504 (`query_timeout`); 0 = none",
       maxMetricQueryEntries:
-        "entries a metric query may hold in memory (Sieve's own bound); 0 = no limit",
+        "no longer read: metric queries are pushed down and hold partial aggregates (LogQL's `maxSamples`), not entries; kept so older files load",
       maxQueryMemoryBytes:
         "bytes a query may hold: lines kept for the answer, rows for metric evaluation, entries from the ingesters (400 past it); 0 = no limit",
       maxConcurrentTailRequests:
@@ -180,6 +192,7 @@ function validate(config: QuerierConfig): void {
   checkRange("workerHeapMb", config.workerHeapMb, 64);
   checkRange("tailMaxBufferedBytes", config.tailMaxBufferedBytes, 1);
   checkRange("tailSlowReaderMs", config.tailSlowReaderMs, 1);
+  checkRange("splitConcurrency", config.splitConcurrency, 1, 64);
 }
 
 /**

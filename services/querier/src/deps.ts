@@ -52,6 +52,7 @@ export const NO_INGESTERS: IngesterQuerier = {
   volume: () => Promise.resolve([]),
   stats: () => Promise.resolve({ streams: 0, chunks: 0, bytes: 0, entries: 0 }),
   patterns: () => Promise.resolve([]),
+  querySample: () => Promise.resolve([]),
 };
 
 /**
@@ -79,5 +80,6 @@ export function ingesterRefusalsAs400(ingesters: IngesterQuerier): IngesterQueri
     volume: (req, options) => ingesters.volume(req, options).catch(refusal),
     stats: (req, options) => ingesters.stats(req, options).catch(refusal),
     patterns: (req, options) => ingesters.patterns(req, options).catch(refusal),
+    querySample: (req, options) => ingesters.querySample(req, options).catch(refusal),
   };
 }

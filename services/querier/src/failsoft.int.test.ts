@@ -73,6 +73,7 @@ async function writeSegment(
 const poisonedIngester: IngesterQuerier = {
   query: () => Promise.resolve([]),
   patterns: () => Promise.resolve([]),
+  querySample: () => Promise.resolve([]),
   series: (req) =>
     Promise.resolve(
       req.selector === undefined || req.selector.includes("bad") || req.selector.includes("~")

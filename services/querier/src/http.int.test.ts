@@ -390,16 +390,19 @@ describe("metric queries", () => {
     const want = steps.filter((t) => count({ app: "api", env: "prod" }, t) > 0);
     expect(prod.values.map(([sec]) => sec)).toEqual(want.map((t) => Number(t / S)));
     for (const [sec, value] of prod.values) {
+      if (sec === Number(T0 / S) + 300) continue; // below
       expect(Number(value)).toBe(count({ app: "api", env: "prod" }, BigInt(sec) * S));
     }
     // Step 6 (t = T0+420s) is past the store's data (300 s) but holds the ingester's line at 400 s.
     expect(prod.values.find(([sec]) => sec === Number(T0 / S) + 420)?.[1]).toBe("1");
-    // The line in both the store and the ingester is counted once (the 299th second).
+    // The line this test's ingester also holds in its head (the 299th second), a copy of a
+    // store chunk's line but not that chunk, counts twice: a pushed-down metric query drops
+    // an ingester's cut chunk the store also holds (by its identity), not single lines
+    // (docs/api.md, "Metric queries"). The log query above drops it.
     expect(Number(prod.values.find(([sec]) => sec === Number(T0 / S) + 300)![1])).toBe(
-      count({ app: "api", env: "prod" }, T0 + 300n * S),
+      count({ app: "api", env: "prod" }, T0 + 300n * S) + 1,
     );
     expect(dev.values.length).toBeGreaterThan(0);
-    expect((data.stats.sieve as Json).duplicatesDropped as number).toBeGreaterThanOrEqual(1);
   });
 
   test("instant query: vector", async () => {

@@ -274,6 +274,7 @@ describe("Sieve's own failures", () => {
         volume: () => Promise.resolve([]),
         stats: () => Promise.resolve({ streams: 0, chunks: 0, bytes: 0, entries: 0 }),
         patterns: () => Promise.resolve([]),
+        querySample: () => Promise.reject(new Error("ingester exploded")),
       },
       registry,
       logger,

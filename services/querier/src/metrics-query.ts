@@ -1,37 +1,44 @@
 /**
- * Metric-query execution: the plan without a limit over the range plus the longest
- * lookback, every stream's entries collected forward and deduplicated, then LogQL's
- * evaluation.
+ * Metric-query execution, pushed down to where the lines are: the ingesters evaluate the
+ * query's range aggregations over their unflushed data and answer partial aggregates
+ * (`querySample`); the store's chunks are folded into the same partials as they are
+ * decoded, one chunk at a time; the querier merges the parts and finishes each step's
+ * window (`@sieve/logql` SamplePlan). Memory is bounded by series × buckets (LogQL's
+ * `maxSamples`), not by the lines read.
+ *
+ * Nothing counts twice: a cut chunk an ingester still holds is dropped from its answer
+ * when the plan reads the same chunk (fingerprint, bounds, checksum) from the store, and
+ * store chunks of one series that overlap in time are read with exact duplicates dropped
+ * in their overlap.
  */
 import {
+  DEFAULT_MAX_SAMPLES,
   LogqlError,
-  compilePipeline,
+  SamplePlan,
   extractBloomTests,
   logSelectors,
-  matchesLabels,
   printExpr,
-  rangeAggregations,
-  printSelector,
-  type BloomTest,
   type Expr,
   type LogExpr,
   type Matrix,
+  type RangeParams,
+  type RangeVectors,
   type SampleExpr,
-  type StreamEntries,
   type Vector,
 } from "@sieve/logql";
+import type { IngesterSamplePart } from "@sieve/proto";
 import { ChunkAudit } from "./audit.js";
-import {
-  DEADLINE_CHECK_EVERY,
-  entryBytes,
-  type QuerierParts,
-  type QueryContext,
-} from "./context.js";
+import { DEADLINE_CHECK_EVERY, type QuerierParts, type QueryContext } from "./context.js";
 import { QueryError } from "./errors.js";
 import { fetchInOrder, readChunk } from "./fetch.js";
 import { labelsKey, metadataRecord } from "./labels.js";
-import { collectAcrossTenants, TENANT_SEPARATOR, tenantsOf } from "./multi-tenant-metric.js";
-import { plan } from "./plan.js";
+import {
+  splitTenantMatchers,
+  TENANT_LABEL,
+  TENANT_SEPARATOR,
+  tenantsOf,
+} from "./multi-tenant-metric.js";
+import { plan, type PlannedChunk } from "./plan.js";
 
 /** A metric range query: steps from start to end inclusive. */
 export interface MetricRangeQuery {
@@ -46,223 +53,199 @@ export interface MetricRangeQuery {
   readonly explain?: boolean;
 }
 
-/** The longest lookback (range + offset) and smallest offset of a metric query, ns. */
-function lookback(e: SampleExpr): { back: bigint; minOffset: bigint } {
-  let back = 0n;
-  let minOffset = 0n;
-  for (const { range } of rangeAggregations(e)) {
-    const b = range.rangeNs + range.offsetNs;
-    if (b > back) back = b;
-    if (range.offsetNs < minOffset) minOffset = range.offsetNs;
-  }
-  return { back, minOffset };
+/** A chunk's identity, as the index and an ingester's cut chunk both name it. */
+function chunkId(c: { fingerprint: bigint; from: bigint; through: bigint; checksum: number }) {
+  return `${c.fingerprint}:${c.from}:${c.through}:${c.checksum}`;
 }
 
-function rowKey(r: { line: string; structuredMetadata: Readonly<Record<string, string>> }): string {
-  return `${r.line}\u0000${Object.keys(r.structuredMetadata).length === 0 ? "" : labelsKey(r.structuredMetadata)}`;
-}
-
-/** Every stream's entries over [from, end), forward, deduplicated, for metric evaluation. */
-async function collectStreams(
-  parts: QuerierParts,
-  tenant: string,
-  sels: readonly LogExpr[],
-  from: bigint,
-  end: bigint,
-  test: BloomTest,
-  ctx: QueryContext,
-): Promise<StreamEntries[]> {
-  const stats = ctx.stats;
-  const groups = sels.map((s) => s.matchers);
-  const [planned, fromIngesters] = await Promise.all([
-    plan(parts, tenant, groups, from, end - 1n, test, ctx),
-    stats.time("ingester", () =>
-      ctx.race(
-        Promise.all(
-          groups.map((g) =>
-            parts.ingesters.query(
-              {
-                tenant,
-                // The selector alone: the ingesters answer raw lines, which the evaluation
-                // runs through the pipeline once, as it does the store's (so that exact
-                // duplicates between the two are still found, and one answer serves
-                // every selector of the stream).
-                selector: printSelector(g),
-                start: from,
-                end,
-                direction: "forward",
-                limit: 0,
-              },
-              ctx.callOptions(),
-            ),
-          ),
-        ),
-      ),
-    ),
-  ]);
-  type Row = {
-    timestamp: bigint;
-    line: string;
-    structuredMetadata: Readonly<Record<string, string>>;
-  };
-  interface Kept {
-    labels: Readonly<Record<string, string>>;
-    rows: Row[];
-    /** The line filters every selector of the stream starts with; undefined keeps all. */
-    keep: ((line: string) => boolean) | undefined;
+/**
+ * For each planned chunk that overlaps another of its series in time, the time ranges
+ * (inclusive) of those overlaps: only entries there can be exact duplicates.
+ */
+function overlaps(chunks: readonly PlannedChunk[]): Map<PlannedChunk, [bigint, bigint][]> {
+  const bySeries = new Map<bigint, PlannedChunk[]>();
+  for (const c of chunks) {
+    const fp = c.chunk.ref.fingerprint;
+    const list = bySeries.get(fp);
+    if (list === undefined) bySeries.set(fp, [c]);
+    else list.push(c);
   }
-  const streams = new Map<string, Kept>();
-  const max = ctx.limits.maxMetricQueryEntries;
-  let total = 0;
-  // A line that fails the leading line filters of every selector matching its stream
-  // cannot count in any range aggregation: drop it before holding it in memory. The
-  // evaluation runs the whole pipeline again, so the filters apply as written. Measured
-  // with bench/scan.ts (`count_over_time(... |= "level=error" [1m])`, 200k lines, 10%
-  // matching): 672 → 336 ms median.
-  const leading = sels.map((s) => {
-    const filters = [];
-    for (const stage of s.pipeline) {
-      if (stage.kind !== "lineFilter") break;
-      filters.push(stage);
-    }
-    return filters.length === 0 ? undefined : compilePipeline(filters).testLine;
-  });
-  const streamOf = (labels: Readonly<Record<string, string>>): Kept => {
-    const key = labelsKey(labels);
-    let s = streams.get(key);
-    if (s === undefined) {
-      const tests: ((line: string) => boolean)[] = [];
-      let all = false;
-      for (let i = 0; i < sels.length; i++) {
-        if (!matchesLabels(sels[i]!.matchers, labels)) continue;
-        const t = leading[i];
-        if (t === undefined) all = true;
-        else tests.push(t);
-      }
-      const keep =
-        all || tests.length === 0
-          ? undefined
-          : tests.length === 1
-            ? tests[0]
-            : (line: string) => tests.some((t) => t(line));
-      s = { labels, rows: [], keep };
-      streams.set(key, s);
-    }
-    return s;
-  };
-  const count = (line: string): void => {
-    ctx.hold(entryBytes(line));
-    if (++total % DEADLINE_CHECK_EVERY === 0) ctx.check();
-    if (max > 0 && total > max) {
-      throw new QueryError(
-        "max_metric_entries",
-        `the query needs more than ${max} entries in memory (max_metric_query_entries); narrow the selector or the time range`,
-      );
-    }
-  };
-  const seenIngester = new Set<bigint>();
-  for (const answer of fromIngesters) {
-    for (const s of answer) {
-      if (seenIngester.has(s.fingerprint)) continue; // the same stream matched two selectors
-      seenIngester.add(s.fingerprint);
-      stats.ingesterStreams++;
-      const { rows, keep } = streamOf(s.labelMap);
-      for (const e of s.entries) {
-        if (e.timestamp < from || e.timestamp >= end) continue;
-        stats.ingesterLines++;
-        stats.ingesterBytes += e.line.length;
-        if (keep !== undefined && !keep(e.line)) continue;
-        count(e.line);
-        rows.push(e);
+  const out = new Map<PlannedChunk, [bigint, bigint][]>();
+  for (const list of bySeries.values()) {
+    if (list.length < 2) continue;
+    const sorted = [...list].sort((a, b) =>
+      a.chunk.ref.from < b.chunk.ref.from ? -1 : a.chunk.ref.from > b.chunk.ref.from ? 1 : 0,
+    );
+    for (let i = 0; i < sorted.length; i++) {
+      const a = sorted[i]!.chunk.ref;
+      for (let j = i + 1; j < sorted.length; j++) {
+        const b = sorted[j]!.chunk.ref;
+        if (b.from > a.through) break;
+        const range: [bigint, bigint] = [b.from, a.through < b.through ? a.through : b.through];
+        for (const c of [sorted[i]!, sorted[j]!]) {
+          const have = out.get(c);
+          if (have === undefined) out.set(c, [range]);
+          else have.push(range);
+        }
       }
     }
   }
-  const t0 = performance.now();
-  const fetchBefore = stats.stages.fetch;
-  for await (const { planned: p, bytes } of fetchInOrder(parts, planned, ctx)) {
-    const { rows, keep } = streamOf(p.labels);
-    const audit = p.audit === undefined ? undefined : new ChunkAudit(p.audit, p.labels);
-    for (const e of readChunk(bytes, p.labels, test, { from, through: end }, stats)) {
-      stats.linesScanned++;
-      audit?.see(e);
-      if (keep !== undefined && !keep(e.line)) {
-        if (stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();
-        continue;
-      }
-      count(e.line);
-      rows.push({
-        timestamp: e.timestamp,
-        line: e.line,
-        structuredMetadata: metadataRecord(e.structuredMetadata),
-      });
-    }
-    if (audit !== undefined && !audit.found) stats.falsePositiveChunks++;
-  }
-  parts.metrics?.linesScanned.inc(stats.linesScanned);
-  parts.metrics?.falsePositiveChunks.inc({ tenant }, stats.falsePositiveChunks);
-  const out: StreamEntries[] = [];
-  for (const { labels, rows } of streams.values()) {
-    if (rows.length === 0) continue;
-    rows.sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0));
-    const kept: Row[] = [];
-    let sameTs: Set<string> | undefined;
-    for (const r of rows) {
-      const last = kept[kept.length - 1];
-      if (last === undefined || last.timestamp !== r.timestamp) {
-        sameTs = undefined;
-        kept.push(r);
-        continue;
-      }
-      sameTs ??= new Set([rowKey(last)]);
-      const k = rowKey(r);
-      if (sameTs.has(k)) {
-        stats.duplicatesDropped++;
-        continue;
-      }
-      sameTs.add(k);
-      kept.push(r);
-    }
-    out.push({ labels, entries: kept });
-  }
-  stats.stages.eval += (performance.now() - t0) / 1000 - (stats.stages.fetch - fetchBefore);
   return out;
 }
 
 /**
- * Runs a metric query (`expr`, parsed) over [start, end]: collects the streams its log
- * selectors read, then `evaluate`s it, mapping LogQL's refusals to 400s.
+ * Runs a metric query (`expr`, parsed) at the steps of `p`: partial aggregates from the
+ * ingesters and the store's chunks, merged, then `evaluate`d; LogQL's refusals are 400s.
  */
 export async function evaluateMetric(
   parts: QuerierParts,
   tenant: string,
   expr: SampleExpr,
-  start: bigint,
-  end: bigint,
-  evaluate: (expr: Expr, streams: StreamEntries[]) => Matrix | Vector,
+  p: RangeParams,
+  evaluate: (rangeVectors: RangeVectors) => Matrix | Vector,
   ctx: QueryContext,
 ): Promise<Matrix | Vector> {
-  // Identical selectors (`count_over_time({a="b"}[1m]) + ...` a thousand times) are read
-  // once: each would otherwise fetch, ask the ingesters for and hold the same lines.
-  const unique = new Map<string, LogExpr>();
-  for (const s of logSelectors(expr)) unique.set(printExpr(s), s);
-  const sels = [...unique.values()];
-  let streams: StreamEntries[] = [];
-  if (sels.length > 0) {
-    const { back, minOffset } = lookback(expr);
-    const read = (t: string, s: readonly LogExpr[]) =>
-      collectStreams(parts, t, s, start - back, end - minOffset + 1n, extractBloomTests(expr), ctx);
-    streams = tenant.includes(TENANT_SEPARATOR)
-      ? await collectAcrossTenants(tenantsOf(tenant), sels, read)
-      : await read(tenant, sels);
-  }
-  const t0 = performance.now();
-  let result: Matrix | Vector;
   try {
-    result = evaluate(expr, streams);
+    const samplePlan = new SamplePlan(expr, p);
+    const merged = samplePlan.partials();
+    if (samplePlan.aggs.length > 0) {
+      if (!tenant.includes(TENANT_SEPARATOR)) {
+        await collect(parts, tenant, expr, samplePlan, merged, ctx);
+      } else {
+        // A read across tenants: each tenant's streams folded into the one merge, labelled
+        // with their tenant on both sides (`sum by (__tenant_id__)` keeps them apart).
+        for (const t of tenantsOf(tenant)) {
+          await collect(parts, t, expr, samplePlan, merged, ctx, { [TENANT_LABEL]: t });
+        }
+      }
+    }
+    const t0 = performance.now();
+    const result = evaluate(samplePlan.rangeVectors(merged));
+    ctx.stats.stages.eval += (performance.now() - t0) / 1000;
+    return result;
   } catch (error) {
     if (error instanceof LogqlError) throw new QueryError("bad_request", error.message);
     throw error;
   }
-  ctx.stats.stages.eval += (performance.now() - t0) / 1000;
-  return result;
+}
+
+/**
+ * Folds the store's chunks and merges the ingesters' partials into `merged`. With
+ * `streamLabels` (a read across tenants: `__tenant_id__`), every stream carries them
+ * before it is matched and folded, and the index is read with the selectors that admit
+ * them, without their matchers on those labels.
+ */
+async function collect(
+  parts: QuerierParts,
+  tenant: string,
+  expr: SampleExpr,
+  samplePlan: SamplePlan,
+  merged: ReturnType<SamplePlan["partials"]>,
+  ctx: QueryContext,
+  streamLabels?: Readonly<Record<string, string>>,
+): Promise<void> {
+  const stats = ctx.stats;
+  // Identical selectors (`count_over_time({a="b"}[1m]) + ...` a thousand times) are
+  // planned once.
+  const unique = new Map<string, LogExpr>();
+  for (const s of logSelectors(expr)) unique.set(printExpr(s), s);
+  let groups = [...unique.values()].map((s) => s.matchers);
+  if (streamLabels !== undefined) {
+    groups = groups
+      .map((m) => splitTenantMatchers(m))
+      .filter((g) => g.admits(tenant))
+      .map((g) => g.matchers);
+    if (groups.length === 0) return;
+  }
+  const test = extractBloomTests(expr);
+  // Entries in (plan.from, plan.through] count: [from, end) as the store reads.
+  const from = samplePlan.from + 1n;
+  const end = samplePlan.through + 1n;
+  const [planned, fromIngesters] = await Promise.all([
+    plan(parts, tenant, groups, from, end - 1n, test, ctx),
+    stats.time("ingester", () =>
+      ctx.race(
+        parts.ingesters.querySample(
+          {
+            tenant,
+            query: printExpr(expr),
+            start: samplePlan.steps[0]!,
+            end: samplePlan.steps[samplePlan.steps.length - 1]!,
+            step: samplePlan.steps.length > 1 ? samplePlan.steps[1]! - samplePlan.steps[0]! : 0n,
+            // The ingester's parts together hold at most what the querier's merge may.
+            maxSamples: DEFAULT_MAX_SAMPLES,
+            ...(streamLabels !== undefined && { streamLabels }),
+          },
+          ctx.callOptions(),
+        ),
+      ),
+    ),
+  ]);
+  const t0 = performance.now();
+  const fetchBefore = stats.stages.fetch;
+  const overlapping = overlaps(planned);
+  const folds = new Map<string, ReturnType<SamplePlan["stream"]> | null>();
+  const seenBySeries = new Map<bigint, Set<string>>();
+  for await (const { planned: pc, bytes } of fetchInOrder(parts, planned, ctx)) {
+    const key = labelsKey(pc.labels);
+    let fold = folds.get(key);
+    if (fold === undefined) {
+      const labels = streamLabels === undefined ? pc.labels : { ...pc.labels, ...streamLabels };
+      folds.set(key, (fold = samplePlan.stream(labels) ?? null));
+    }
+    const audit = pc.audit === undefined ? undefined : new ChunkAudit(pc.audit, pc.labels);
+    const dupes = overlapping.get(pc);
+    // Exact duplicates among overlapping chunks: bounded by the entries of the overlaps.
+    const fp = pc.chunk.ref.fingerprint;
+    let seen: Set<string> | undefined;
+    if (dupes !== undefined) {
+      seen = seenBySeries.get(fp) ?? new Set<string>();
+      seenBySeries.set(fp, seen);
+    }
+    for (const e of readChunk(bytes, pc.labels, test, { from, through: end }, stats)) {
+      if (++stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();
+      audit?.see(e);
+      if (fold === null) continue;
+      if (fold.mayCount !== undefined && !fold.mayCount(e.line)) continue;
+      const structuredMetadata = metadataRecord(e.structuredMetadata);
+      if (seen !== undefined && dupes!.some(([a, b]) => e.timestamp >= a && e.timestamp <= b)) {
+        const k = `${e.timestamp}\u0000${e.line}\u0000${labelsKey(structuredMetadata)}`;
+        if (seen.has(k)) {
+          stats.duplicatesDropped++;
+          continue;
+        }
+        seen.add(k);
+      }
+      samplePlan.fold(merged, fold, { timestamp: e.timestamp, line: e.line, structuredMetadata });
+    }
+    if (audit !== undefined && !audit.found) stats.falsePositiveChunks++;
+  }
+  seenBySeries.clear();
+  parts.metrics?.linesScanned.inc(stats.linesScanned);
+  parts.metrics?.falsePositiveChunks.inc({ tenant }, stats.falsePositiveChunks);
+  mergeIngesters(planned, fromIngesters, merged, ctx);
+  stats.stages.eval += (performance.now() - t0) / 1000 - (stats.stages.fetch - fetchBefore);
+}
+
+/**
+ * Merges the ingesters' partials, but for the cut chunks the store's plan reads too
+ * (flushed, not yet dropped from the ingester's memory): those were folded from the store.
+ */
+function mergeIngesters(
+  planned: readonly PlannedChunk[],
+  answer: readonly IngesterSamplePart[],
+  merged: ReturnType<SamplePlan["partials"]>,
+  ctx: QueryContext,
+): void {
+  const inStore = new Set(
+    planned.map((c) => chunkId({ ...c.chunk.ref, fingerprint: c.chunk.ref.fingerprint })),
+  );
+  for (const part of answer) {
+    if (part.chunk !== undefined && inStore.has(chunkId(part.chunk))) {
+      ctx.stats.duplicatesDropped++;
+      continue;
+    }
+    ctx.stats.ingesterStreams++;
+    merged.merge(part.series);
+  }
 }

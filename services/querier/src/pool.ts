@@ -74,7 +74,7 @@ export type WorkerTask =
 /** A call from a worker to the main thread's parts. */
 export interface PortCall {
   readonly id: number;
-  readonly call: "query" | "series" | "filter" | "volume" | "stats" | "patterns";
+  readonly call: "query" | "series" | "filter" | "volume" | "stats" | "patterns" | "sample";
   readonly req: unknown;
 }
 
@@ -261,6 +261,11 @@ export class QueryPool {
           case "patterns":
             return ingesters!.patterns(
               msg.req as Parameters<IngesterQuerier["patterns"]>[0],
+              options,
+            );
+          case "sample":
+            return ingesters!.querySample(
+              msg.req as Parameters<IngesterQuerier["querySample"]>[0],
               options,
             );
         }

@@ -3,8 +3,9 @@
  * chunk refs in range → bloom test → the gateway prunes → surviving chunks fetched in time
  * order in the query's direction through a bounded pool and a byte-budget cache → decoded
  * and run through the pipeline as they arrive, merged with the ingesters' unflushed data,
- * exact duplicates dropped, stopping once `limit` lines are certain. Metric query: the same
- * plan without a limit over the range plus the longest lookback, then LogQL's evaluation.
+ * exact duplicates dropped, stopping once `limit` lines are certain. Metric query: split by
+ * interval, each part pushed down (ingesters answer partial aggregates, chunks are folded
+ * as they decode), merged, then LogQL's evaluation finishes the windows.
  *
  * This file is the facade that ties the steps together (parse, limits, deadline); each step
  * lives in its own file: `plan.ts`, `fetch.ts`, `logs.ts`, `metrics-query.ts`, `series.ts`.
@@ -13,9 +14,12 @@ import type { IndexSegment } from "@sieve/index";
 import {
   evaluateInstant,
   evaluateRange,
+  mergeMatrices,
+  splitRange,
   type Expr,
   type Matrix,
-  type StreamEntries,
+  type RangeParams,
+  type RangeVectors,
   type Vector,
 } from "@sieve/logql";
 import { ObjectCache } from "./cache.js";
@@ -24,6 +28,7 @@ import { QueryContext, type QuerierParts } from "./context.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier, PatternSeries } from "@sieve/proto";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
+import { LogqlError } from "@sieve/logql";
 import type { QueryExplain } from "./explain.js";
 import { ParsedLabels, ReadReport } from "./labels.js";
 import { runLogs, type LogQuery, type LogResult } from "./logs.js";
@@ -138,18 +143,47 @@ export class Querier {
   private async runMetric(
     tenant: string,
     query: string | Expr,
-    start: bigint,
-    end: bigint,
+    p: RangeParams,
     explain: boolean,
-    evaluate: (expr: Expr, streams: StreamEntries[]) => Matrix | Vector,
+    evaluate: (expr: Expr, p: RangeParams, rangeVectors: RangeVectors) => Matrix | Vector,
   ): Promise<MetricResult<Matrix | Vector>> {
     const expr = typeof query === "string" ? parseQuery(query) : query;
     if (expr.kind === "log")
       throw new QueryError("bad_request", "a log query has no samples: use a metric query");
     const limits = this.limits(tenant);
-    this.checkLength(limits, start, end);
+    this.checkLength(limits, p.startNs, p.endNs);
     const ctx = new QueryContext(limits, explain);
-    const result = await evaluateMetric(this.parts, tenant, expr, start, end, evaluate, ctx);
+    // Loki's split_queries_by_interval: the steps cut at multiples of the interval, the
+    // parts run `splitConcurrency` at a time on this worker (their fetches and ingester
+    // calls overlap), their matrices concatenated: the unsplit result (logql's split.ts).
+    // An explained query is not split: its explain lists each chunk of the range once.
+    const interval = explain ? 0n : BigInt(this.config.splitQueriesByIntervalMs) * 1_000_000n;
+    const splits = splitRange(p, interval);
+    const results: (Matrix | Vector)[] = new Array<Matrix | Vector>(splits.length);
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < splits.length) {
+        const i = next++;
+        const part = splits[i]!;
+        results[i] = await evaluateMetric(
+          this.parts,
+          tenant,
+          expr,
+          part,
+          (rangeVectors) => evaluate(expr, part, rangeVectors),
+          ctx,
+        );
+      }
+    };
+    const lanes = Math.max(1, Math.min(this.config.splitConcurrency, splits.length));
+    await Promise.all(Array.from({ length: lanes }, lane));
+    let result: Matrix | Vector;
+    try {
+      result = splits.length === 1 ? results[0]! : mergeMatrices(results as Matrix[]);
+    } catch (error) {
+      if (error instanceof LogqlError) throw new QueryError("bad_request", error.message);
+      throw error;
+    }
     ctx.stats.entriesReturned = result.length;
     return { result, stats: ctx.stats, ...explained(ctx) };
   }
@@ -159,11 +193,9 @@ export class Querier {
     return this.runMetric(
       q.tenant,
       q.expr ?? q.query,
-      q.start,
-      q.end,
+      { startNs: q.start, endNs: q.end, stepNs: q.step },
       q.explain === true,
-      (expr, streams) =>
-        evaluateRange(expr, streams, { startNs: q.start, endNs: q.end, stepNs: q.step }),
+      (expr, p, rangeVectors) => evaluateRange(expr, [], p, { rangeVectors }),
     ) as Promise<MetricResult<Matrix>>;
   }
 
@@ -174,8 +206,12 @@ export class Querier {
     time: bigint,
     explain = false,
   ): Promise<MetricResult<Vector>> {
-    return this.runMetric(tenant, query, time, time, explain, (expr, streams) =>
-      evaluateInstant(expr, streams, time),
+    return this.runMetric(
+      tenant,
+      query,
+      { startNs: time, endNs: time, stepNs: 0n },
+      explain,
+      (expr, _p, rangeVectors) => evaluateInstant(expr, [], time, { rangeVectors }),
     ) as Promise<MetricResult<Vector>>;
   }
 

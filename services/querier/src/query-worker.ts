@@ -12,6 +12,8 @@ import type {
   FilterResponse,
   IngesterQuerier,
   IngesterQueryRequest,
+  IngesterSamplePart,
+  IngesterSampleRequest,
   IngesterSeriesRequest,
   IngesterStream,
   IngesterVolume,
@@ -116,6 +118,7 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
       volume: (req: IngesterVolumeRequest) => caller.call<IngesterVolume[]>("volume", req),
       stats: (req: IngesterStatsRequest) => caller.call<IngesterStats>("stats", req),
       patterns: (req: IngesterPatternsRequest) => caller.call<PatternSeries[]>("patterns", req),
+      querySample: (req: IngesterSampleRequest) => caller.call<IngesterSamplePart[]>("sample", req),
     };
   } else if (setup.ingesters !== "none") {
     const { IngesterHttpClient } = await import("@sieve/ingester");

@@ -21,7 +21,7 @@ import {
   VolumeAccumulator,
 } from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
-import { compilePipeline, matchesLabels, parseSyntax } from "@sieve/logql";
+import { SamplePlan, compilePipeline, matchesLabels, parseSyntax } from "@sieve/logql";
 import { FsObjectStore } from "@sieve/storage";
 import type {
   IngesterQuerier,
@@ -30,6 +30,8 @@ import type {
   IngesterSeriesRequest,
   IngesterStats,
   IngesterStatsRequest,
+  IngesterSamplePart,
+  IngesterSampleRequest,
   IngesterStream,
   IngesterVolume,
   IngesterVolumeRequest,
@@ -279,5 +281,28 @@ export class HeadIngester implements IngesterQuerier {
   /** No patterns: as an ingester whose tenants have them off (the default). */
   patterns(): Promise<PatternSeries[]> {
     return Promise.resolve([]);
+  }
+
+  /** As the contract asks: the query's range aggregations folded here, one part (the heads). */
+  querySample(req: IngesterSampleRequest): Promise<IngesterSamplePart[]> {
+    const expr = parseSyntax(req.query);
+    if (expr.kind === "log") throw new Error("not a metric query");
+    const plan = new SamplePlan(expr, { startNs: req.start, endNs: req.end, stepNs: req.step });
+    const into = plan.partials();
+    for (const { labels, head } of this.heads.get(req.tenant)?.values() ?? []) {
+      const fold = plan.stream(labels);
+      if (fold === undefined || head.entryCount === 0) continue;
+      for (const e of new ChunkReader(head.encode().bytes).entries({
+        from: plan.from + 1n,
+        through: plan.through + 1n,
+        direction: "forward",
+      })) {
+        const structuredMetadata = Object.fromEntries(
+          e.structuredMetadata.map((p) => [p.name, p.value]),
+        );
+        plan.fold(into, fold, { timestamp: e.timestamp, line: e.line, structuredMetadata });
+      }
+    }
+    return Promise.resolve([{ series: into.data() }]);
   }
 }
