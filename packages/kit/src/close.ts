@@ -6,10 +6,11 @@
  * connection accepted but not yet sent a byte as busy, not idle (its HTTP parser starts
  * the headers timeout at accept, against a client that connects and sends nothing), and
  * `close()` also stops the timer that would have ended it: such a connection holds the
- * close until its client goes away (nodejs/node#63452, fixed by #63470 in later Node
- * lines). Fetch opens one: undici (Node 20's fetch) reconnects for a request aborted while
- * its answer streams, drops the request, and keeps the new connection pooled, unused
- * (nodejs/undici#5845). Every querier that ends a tail on an ingester does that.
+ * close until its client goes away (nodejs/node#63452, fixed upstream by #63470; Node
+ * 20.20.2 still does it). Fetch opens one: undici (Node 20's fetch) reconnects for a
+ * request aborted while its answer streams, drops the request, and keeps the new
+ * connection pooled, unused (nodejs/undici#5845). Every querier that ends a tail on an
+ * ingester does that.
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
