@@ -22,7 +22,7 @@ import {
   type QueueWriter,
 } from "@sieve/queue";
 import { openStore as openStorage, type ObjectStore, type StoreConfig } from "@sieve/storage";
-import { notFoundHandler } from "@sieve/kit";
+import { closeUnusedConnections, notFoundHandler } from "@sieve/kit";
 import { registerBuildInfo } from "./buildinfo.js";
 import { checkTarget, type SieveConfig } from "./config.js";
 
@@ -141,6 +141,9 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
   const internal = separate
     ? (Fastify({ loggerInstance: logger }) as unknown as FastifyInstance)
     : app;
+  // A connection no request is on must not hold the close (a querier's ended tail leaves
+  // one on the ingester's listener: see closeUnusedConnections).
+  for (const server of separate ? [app, internal] : [app]) closeUnusedConnections(server);
   const closers: (() => Promise<void>)[] = [];
   /** Why the process is not ready, one check per component (undefined: ready). */
   const readiness: (() => string | undefined)[] = [];

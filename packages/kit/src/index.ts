@@ -1,3 +1,5 @@
+export { closeUnusedConnections } from "./close.js";
+export type { ClosingServer } from "./close.js";
 export { crc32c, nativeCrc32c } from "./crc32c.js";
 export { mapLimit } from "./pool.js";
 export { isRetriable, retryRetriable } from "./retry.js";

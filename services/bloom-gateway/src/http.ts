@@ -1,7 +1,7 @@
 import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback } from "fastify";
 import { MISSING_REASONS } from "@sieve/index";
-import { errorHandler, notFoundHandler } from "@sieve/kit";
+import { closeUnusedConnections, errorHandler, notFoundHandler } from "@sieve/kit";
 import type { BloomBlockStore, BloomLocation, MissingReason } from "@sieve/index";
 import { ProtoError, decodeFilterRequest, encodeFilterResponse } from "@sieve/proto";
 import type { DecodedFilterRequest, FilterRequest } from "@sieve/proto";
@@ -132,6 +132,7 @@ export async function createBloomGatewayServer(
   deps: BloomGatewayHttpDeps,
 ): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: deps.logger });
+  closeUnusedConnections(app);
   app.setNotFoundHandler(notFoundHandler);
   await app.register(bloomGatewayPlugin(deps));
   return app as unknown as FastifyInstance;

@@ -1,7 +1,13 @@
 import { Readable } from "node:stream";
 import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback, FastifyRequest } from "fastify";
-import { TEXT_ERROR_TYPE, errorHandler, notFoundHandler, textErrorBody } from "@sieve/kit";
+import {
+  TEXT_ERROR_TYPE,
+  closeUnusedConnections,
+  errorHandler,
+  notFoundHandler,
+  textErrorBody,
+} from "@sieve/kit";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import type { QueueWriter } from "@sieve/queue";
@@ -287,6 +293,7 @@ export function distributorPlugin(deps: DistributorHttpDeps): FastifyPluginCallb
  */
 export async function createDistributorServer(deps: DistributorHttpDeps): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: deps.logger });
+  closeUnusedConnections(app);
   app.setNotFoundHandler(notFoundHandler);
   await app.register(distributorPlugin(deps));
   return app as unknown as FastifyInstance;

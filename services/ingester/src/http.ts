@@ -1,6 +1,6 @@
 import Fastify from "fastify";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
-import { deadlineSignal, errorHandler, notFoundHandler } from "@sieve/kit";
+import { closeUnusedConnections, deadlineSignal, errorHandler, notFoundHandler } from "@sieve/kit";
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
 import {
@@ -387,6 +387,7 @@ export async function createIngesterServer(
   routes: IngesterRoutes = "all",
 ): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: logger });
+  closeUnusedConnections(app);
   app.setNotFoundHandler(notFoundHandler);
   await app.register(service.plugin({ routes }));
   return app as unknown as FastifyInstance;

@@ -385,6 +385,35 @@ describe("internal routes", () => {
     expect(app.hasRoute({ method: "GET", url: "/ready" })).toBe(false);
     await app.close();
   });
+
+  it("closes at once after a querier ended its tail, whatever connection fetch left behind", async () => {
+    start();
+    await service!.ingester.start();
+    const app = await createIngesterServer(service!, testLogger, "internal");
+    const url = await served(app);
+    const client = new IngesterHttpClient({ urls: [url] });
+    const ended: Error[] = [];
+    const tail = client.tail(
+      { tenant: "t", selector: `{a="b"}` },
+      { entries: () => undefined, ended: (error) => ended.push(error) },
+    );
+    await tail.held;
+    // The querier's client went away: its fetch is aborted, and undici then opens a
+    // connection it never sends a request on (nodejs/undici#5845), which Node 20's close
+    // waited for as long as the querier lived.
+    tail.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"pending">((resolve) => {
+      timer = setTimeout(() => {
+        resolve("pending");
+      }, 2000);
+    });
+    const closed = await Promise.race([app.close().then(() => "closed" as const), late]);
+    clearTimeout(timer);
+    expect(closed).toBe("closed");
+    expect(ended).toEqual([]);
+  });
 });
 
 describe("starting without the object store", () => {

@@ -1,6 +1,6 @@
 import Fastify from "fastify";
 import { requestTenant, requestTenants } from "@sieve/config";
-import { notFoundHandler } from "@sieve/kit";
+import { closeUnusedConnections, notFoundHandler } from "@sieve/kit";
 import type { FastifyInstance, FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
@@ -196,6 +196,7 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
  */
 export async function createQuerierServer(deps: QuerierHttpDeps): Promise<FastifyInstance> {
   const app = Fastify(deps.logger !== undefined ? { loggerInstance: deps.logger } : {});
+  closeUnusedConnections(app);
   app.setNotFoundHandler(notFoundHandler);
   await app.register(querierPlugin(deps));
   return app as unknown as FastifyInstance;
