@@ -493,6 +493,19 @@ describe("reads across tenants (X-Scope-OrgID: a|b)", () => {
     expect(labels).toContain("trace_id");
   });
 
+  it("volume and patterns are refused across tenants, naming the route", async () => {
+    for (const path of ["index/volume", "index/volume_range", "patterns"]) {
+      const a = await get(
+        sieve!.url,
+        `/loki/api/v1/${path}`,
+        { query: '{app="api"}', ...WINDOW },
+        both,
+      );
+      expect(a.status).toBe(400);
+      expect(a.text).toContain("does not read across tenants");
+    }
+  });
+
   it("with the switch off, a|b is refused as an invalid tenant ID", async () => {
     const a = await get(
       single!.url,

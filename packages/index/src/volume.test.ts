@@ -190,7 +190,9 @@ describe("VolumeAccumulator: bytes", () => {
     acc.addChunk(["a"], 1000n * S, 1025n * S, 100);
     expect(acc.cells).toBe(3);
     acc.add("a", 0, 1);
-    expect(() => { acc.add("b", 0, 1); }).toThrow(VolumeCellsError);
+    expect(() => {
+      acc.add("b", 0, 1);
+    }).toThrow(VolumeCellsError);
   });
 
   test("ms granularity of sample times: a bucket ends 1 ms before the next", () => {

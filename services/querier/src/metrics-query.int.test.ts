@@ -10,6 +10,7 @@ import { SamplePlan, parseExpr, type SampleExpr } from "@sieve/logql";
 import type { IngesterQuerier, IngesterSamplePart } from "@sieve/proto";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
+import { NO_INGESTERS } from "./deps.js";
 import { createQuerier } from "./index.js";
 import { identity, tempStore, writeFlush } from "./testdata.test-helper.js";
 
@@ -79,8 +80,7 @@ async function setup(
   closers.push(t.close);
   await writeFlush(t.store, TENANT, [{ labels: LABELS, entries }], 25);
   const ingesters: IngesterQuerier = {
-    query: () => Promise.resolve([]),
-    series: () => Promise.resolve([]),
+    ...NO_INGESTERS,
     querySample: (req) =>
       Promise.resolve(ingesterParts(req.query, { start: req.start, end: req.end, step: req.step })),
   };
