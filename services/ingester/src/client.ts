@@ -39,6 +39,7 @@ import { IngesterError } from "./errors.js";
 import type { IngesterErrorCode } from "./errors.js";
 import { PROTOBUF_TYPE, TIMEOUT_HEADER } from "./http.js";
 import { mergePatterns } from "./patterns.js";
+import { sumStats } from "./volume.js";
 import { abortError } from "./query.js";
 
 /**
@@ -130,15 +131,27 @@ export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
     }
   }
 
+  /** Posts one request to every ingester: their answers, in `urls` order. */
+  private everyIngester<T>(
+    path: string,
+    tenant: string,
+    body: Uint8Array,
+    decode: (bytes: Uint8Array) => T,
+    options: IngesterCallOptions,
+  ): Promise<T[]> {
+    return Promise.all(this.urls.map((url) => this.post(url, path, tenant, body, decode, options)));
+  }
+
   async query(
     req: IngesterQueryRequest,
     options: IngesterCallOptions = {},
   ): Promise<IngesterStream[]> {
-    const body = encodeQueryRequest(req);
-    const answers = await Promise.all(
-      this.urls.map((url) =>
-        this.post(url, "/ingester/v1/query", req.tenant, body, decodeQueryResponse, options),
-      ),
+    const answers = await this.everyIngester(
+      "/ingester/v1/query",
+      req.tenant,
+      encodeQueryRequest(req),
+      decodeQueryResponse,
+      options,
     );
     return answers.flat();
   }
@@ -147,11 +160,12 @@ export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
     req: IngesterSeriesRequest,
     options: IngesterCallOptions = {},
   ): Promise<IngesterSeries[]> {
-    const body = encodeSeriesRequest(req);
-    const answers = await Promise.all(
-      this.urls.map((url) =>
-        this.post(url, "/ingester/v1/series", req.tenant, body, decodeSeriesResponse, options),
-      ),
+    const answers = await this.everyIngester(
+      "/ingester/v1/series",
+      req.tenant,
+      encodeSeriesRequest(req),
+      decodeSeriesResponse,
+      options,
     );
     return answers.flat();
   }
@@ -204,11 +218,12 @@ export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
     req: IngesterVolumeRequest,
     options: IngesterCallOptions = {},
   ): Promise<IngesterVolume[]> {
-    const body = encodeVolumeRequest(req);
-    const answers = await Promise.all(
-      this.urls.map((url) =>
-        this.post(url, "/ingester/v1/volume", req.tenant, body, decodeVolumeResponse, options),
-      ),
+    const answers = await this.everyIngester(
+      "/ingester/v1/volume",
+      req.tenant,
+      encodeVolumeRequest(req),
+      decodeVolumeResponse,
+      options,
     );
     return answers.flat();
   }
@@ -218,32 +233,26 @@ export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
     req: IngesterStatsRequest,
     options: IngesterCallOptions = {},
   ): Promise<IngesterStats> {
-    const body = encodeStatsRequest(req);
-    const answers = await Promise.all(
-      this.urls.map((url) =>
-        this.post(url, "/ingester/v1/stats", req.tenant, body, decodeStatsResponse, options),
-      ),
+    const answers = await this.everyIngester(
+      "/ingester/v1/stats",
+      req.tenant,
+      encodeStatsRequest(req),
+      decodeStatsResponse,
+      options,
     );
-    return answers.reduce(
-      (a, b) => ({
-        streams: a.streams + b.streams,
-        chunks: a.chunks + b.chunks,
-        bytes: a.bytes + b.bytes,
-        entries: a.entries + b.entries,
-      }),
-      { streams: 0, chunks: 0, bytes: 0, entries: 0 },
-    );
+    return sumStats(answers);
   }
 
   async patterns(
     req: IngesterPatternsRequest,
     options: IngesterCallOptions = {},
   ): Promise<PatternSeries[]> {
-    const body = encodePatternsRequest(req);
-    const answers = await Promise.all(
-      this.urls.map((url) =>
-        this.post(url, "/ingester/v1/patterns", req.tenant, body, decodePatternsResponse, options),
-      ),
+    const answers = await this.everyIngester(
+      "/ingester/v1/patterns",
+      req.tenant,
+      encodePatternsRequest(req),
+      decodePatternsResponse,
+      options,
     );
     return mergePatterns(answers);
   }
@@ -252,11 +261,12 @@ export class IngesterHttpClient implements IngesterQuerier, IngesterTailer {
     req: IngesterSampleRequest,
     options: IngesterCallOptions = {},
   ): Promise<IngesterSamplePart[]> {
-    const body = encodeSampleRequest(req);
-    const answers = await Promise.all(
-      this.urls.map((url) =>
-        this.post(url, "/ingester/v1/sample", req.tenant, body, decodeSampleResponse, options),
-      ),
+    const answers = await this.everyIngester(
+      "/ingester/v1/sample",
+      req.tenant,
+      encodeSampleRequest(req),
+      decodeSampleResponse,
+      options,
     );
     return answers.flat();
   }

@@ -133,3 +133,16 @@ export function queryStats(
   }
   return out;
 }
+
+/** Stats of several ingesters (or workers) added: each owns different partitions, so streams. */
+export function sumStats(each: readonly IngesterStats[]): IngesterStats {
+  return each.reduce(
+    (a, b) => ({
+      streams: a.streams + b.streams,
+      chunks: a.chunks + b.chunks,
+      bytes: a.bytes + b.bytes,
+      entries: a.entries + b.entries,
+    }),
+    { streams: 0, chunks: 0, bytes: 0, entries: 0 },
+  );
+}

@@ -45,6 +45,7 @@ import { INGESTER_ERRORS, IngesterError } from "./errors.js";
 import type { IngesterErrorCode } from "./errors.js";
 import type { FlushReason } from "./head.js";
 import { mergePatterns } from "./patterns.js";
+import { sumStats } from "./volume.js";
 import { abortError } from "./query.js";
 
 /** What the HTTP routes and the `sieve` command need of an ingester, in process or on workers. */
@@ -264,15 +265,7 @@ export class IngesterWorkers implements IngesterHandle {
     const each = await this.everyWorker(options, (s, id) =>
       s.peer.call("stats", { id, req }).then((one) => [one]),
     );
-    return each.reduce(
-      (a, b) => ({
-        streams: a.streams + b.streams,
-        chunks: a.chunks + b.chunks,
-        bytes: a.bytes + b.bytes,
-        entries: a.entries + b.entries,
-      }),
-      { streams: 0, chunks: 0, bytes: 0, entries: 0 },
-    );
+    return sumStats(each);
   }
 
   /**
