@@ -136,6 +136,25 @@ describe("metric queries over busy streams", () => {
     expect(r.status, r.text).toBe(200);
     const values = (JSON.parse(r.text) as MatrixBody).data.result[0]!.values;
     expect(values.map(([, v]) => Number(v))).toEqual([75_000, 75_000]);
+    // Grafana's log-volume histogram, as its Loki data source sends it (pkg/tsdb/loki's
+    // makeDataRequest: ns bounds, the step in ms, the supporting query's X-Query-Tags).
+    const params = new URLSearchParams({
+      query: `sum by (level, detected_level) (count_over_time({app="busy"} | drop __error__[1m]))`,
+      direction: "backward",
+      start: String(BigInt(T0_MS + 60_000) * MS),
+      end: String(end),
+      step: "60000ms",
+    });
+    const volume = await fetch(`${sieve.url}/loki/api/v1/query_range?${params.toString()}`, {
+      headers: { "X-Query-Tags": "Source=logvolhist" },
+    });
+    const histogram = await volume.text();
+    expect(volume.status, histogram).toBe(200);
+    const answer = JSON.parse(histogram) as MatrixBody & { data: { resultType: string } };
+    expect(answer.data.resultType).toBe("matrix");
+    const counted = answer.data.result.flatMap((series) => series.values.map(([, v]) => Number(v)));
+    expect(answer.data.result.every((series) => series.values.length === 10)).toBe(true);
+    expect(counted.reduce((a, b) => a + b, 0)).toBe(n);
   }, 60_000);
 
   it("a metric query over 2,000,000 lines in heads and chunks equals the test's count", async () => {
