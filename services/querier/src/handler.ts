@@ -24,7 +24,7 @@ import { Querier } from "./querier.js";
 import { TENANT_SEPARATOR, routeMultiTenant } from "./multi-tenant.js";
 import { routeDetected } from "./routes-detected.js";
 import type { QueryStats } from "./stats.js";
-import { parseVolumeInstantQuery, parseVolumeRangeQuery } from "./volume.js";
+import { routeVolume } from "./volume.js";
 
 /** The routes under `/loki/api/v1/`, by the name a task carries. */
 export const QUERY_ROUTES = {
@@ -241,16 +241,8 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
     case "format_query":
       return routeDetected(querier, task.route, task, form);
     case "index_volume":
-    case "index_volume_range": {
-      const q =
-        task.route === "index_volume"
-          ? parseVolumeInstantQuery(form, now)
-          : parseVolumeRangeQuery(form, now);
-      const t0 = performance.now();
-      const { data, stats } = await querier.volume(tenant, q);
-      const json = stats.toJSON((performance.now() - t0) / 1000);
-      return { body: { status: "success", data: { ...data, stats: json } }, stats };
-    }
+    case "index_volume_range":
+      return routeVolume(querier, task.route, tenant, form, now);
     case "patterns": {
       const q = parsePatternsQuery(form, now);
       return { body: await querier.patterns(tenant, q.query, q.start, q.end, q.step) };

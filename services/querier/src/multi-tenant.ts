@@ -40,6 +40,7 @@ import { formatQuery } from "./routes-detected.js";
 import { QueryError } from "./errors.js";
 import { QueryStats } from "./stats.js";
 import { TENANT_LABEL, splitTenantMatchers, tenantsOf } from "./multi-tenant-metric.js";
+import { routeVolume } from "./volume.js";
 
 export {
   TENANT_LABEL,
@@ -268,8 +269,10 @@ export async function routeMultiTenant(
       return formatQuery(form.get("query") ?? "");
     case "index_volume":
     case "index_volume_range":
+      // Every tenant's series and heads in one accumulator (volume.ts), as Loki merges them.
+      return routeVolume(querier, task.route, task.tenant, form, now);
     case "patterns":
-      // Not merged across tenants yet (Loki's volume and patterns are): one tenant at a time.
+      // The ingesters' patterns are read one tenant at a time.
       throw new QueryError(
         "bad_request",
         `${task.route} does not read across tenants: name one tenant in X-Scope-OrgID`,

@@ -32,6 +32,8 @@ import {
 import { parseSelector } from "./parse.js";
 import { readSeries } from "./plan.js";
 import type { QueryLimits } from "./config.js";
+import type { Querier } from "./querier.js";
+import type { QueryStats } from "./stats.js";
 
 /** Loki's `seriesvolume.MatchAny`: the query that selects every series. */
 const MATCH_ANY = "{}";
@@ -183,19 +185,26 @@ export async function runVolume(
       maxCells: Math.max(1, Math.floor(limits.maxQueryMemoryBytes / CELL_BYTES)),
     }),
   });
-  const fromIngesters = ctx.race(
-    parts.ingesters.volume(
-      {
-        tenant,
-        ...(q.query !== MATCH_ANY && { selector: q.query }),
-        start: q.start,
-        end: q.end,
-        step: q.step,
-        targetLabels: q.targetLabels,
-        aggregateBy: q.aggregateBy,
-        maxSeries: Math.min(maxSeries, 2 ** 32 - 1),
-      },
-      ctx.callOptions(),
+  // A read across tenants (`a|b`) adds every tenant's series and heads into the one
+  // accumulator, as Loki's multi-tenant querier merges their volumes.
+  const tenants = tenant.split("|");
+  const fromIngesters = Promise.all(
+    tenants.map((t) =>
+      ctx.race(
+        parts.ingesters.volume(
+          {
+            tenant: t,
+            ...(q.query !== MATCH_ANY && { selector: q.query }),
+            start: q.start,
+            end: q.end,
+            step: q.step,
+            targetLabels: q.targetLabels,
+            aggregateBy: q.aggregateBy,
+            maxSeries: Math.min(maxSeries, 2 ** 32 - 1),
+          },
+          ctx.callOptions(),
+        ),
+      ),
     ),
   );
   // Settled either way, so a failure of one side never leaves the other unobserved.
@@ -203,15 +212,17 @@ export async function runVolume(
   try {
     const wanted = (labels: Readonly<Record<string, string>>): boolean =>
       matchesLabels(matchers, labels);
-    for (const s of await readSeries(parts, tenant, q.start, q.end, ctx, wanted)) {
-      const labels = parts.labels.tryOf(s.labels, "store");
-      if (labels === undefined) continue;
-      const names = acc.namesOf(sortedPairs(labels));
-      if (names === undefined) continue;
-      for (const c of s.chunks)
-        acc.addChunk(names, c.ref.from, c.ref.through, c.lineBytes ?? c.bytes);
+    for (const t of tenants) {
+      for (const s of await readSeries(parts, t, q.start, q.end, ctx, wanted)) {
+        const labels = parts.labels.tryOf(s.labels, "store");
+        if (labels === undefined) continue;
+        const names = acc.namesOf(sortedPairs(labels));
+        if (names === undefined) continue;
+        for (const c of s.chunks)
+          acc.addChunk(names, c.ref.from, c.ref.through, c.lineBytes ?? c.bytes);
+      }
     }
-    for (const v of await fromIngesters) acc.add(v.name, v.bucket, v.bytes);
+    for (const v of (await fromIngesters).flat()) acc.add(v.name, v.bucket, v.bytes);
   } catch (error) {
     if (error instanceof VolumeLimitError) throw new QueryError("volume_max_series", error.message);
     if (error instanceof VolumeCellsError) throw queryMemory(limits.maxQueryMemoryBytes);
@@ -255,4 +266,25 @@ function shape(
         resultType: "vector",
         result: series.map((s) => ({ metric: { ...s.metric }, value: s.samples[0]! })),
       };
+}
+
+/**
+ * The `index/volume` and `index/volume_range` routes (handler.ts, and multi-tenant.ts for
+ * `a|b`): the form parsed as Loki's, the query run, the answer with its stats.
+ */
+export async function routeVolume(
+  querier: Pick<Querier, "volume">,
+  route: "index_volume" | "index_volume_range",
+  tenant: string,
+  form: Form,
+  nowNs: bigint,
+): Promise<{ body: unknown; stats: QueryStats }> {
+  const q =
+    route === "index_volume"
+      ? parseVolumeInstantQuery(form, nowNs)
+      : parseVolumeRangeQuery(form, nowNs);
+  const t0 = performance.now();
+  const { data, stats } = await querier.volume(tenant, q);
+  const json = stats.toJSON((performance.now() - t0) / 1000);
+  return { body: { status: "success", data: { ...data, stats: json } }, stats };
 }
