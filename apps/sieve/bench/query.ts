@@ -350,18 +350,9 @@ const metricSummary = [1, 24].map((hours) => {
   return {
     hours,
     runs: rs.length,
-    p50Ms: percentile(
-      rs.map((r) => r.ms),
-      50,
-    ),
-    p99Ms: percentile(
-      rs.map((r) => r.ms),
-      99,
-    ),
-    p50CpuMs: percentile(
-      rs.map((r) => r.cpuMs),
-      50,
-    ),
+    p50Ms: pct(rs, (r) => r.ms, 50),
+    p99Ms: pct(rs, (r) => r.ms, 99),
+    p50CpuMs: pct(rs, (r) => r.cpuMs, 50),
     lines: rs[0]?.total ?? 0,
     linesScanned: rs[0]?.linesScanned ?? 0,
     chunksFetched: rs[0]?.chunksFetched ?? 0,
@@ -385,6 +376,10 @@ function percentile(xs: readonly number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
 }
+/** The `p`th percentile of one figure of each row. */
+function pct<R>(rs: readonly R[], figure: (r: R) => number, p: number): number {
+  return percentile(rs.map(figure), p);
+}
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 /** Chunks fetched beyond those holding the needle, as a share of the chunks without it. */
 const excess = (r: QueryRow): number =>
@@ -392,30 +387,14 @@ const excess = (r: QueryRow): number =>
 
 const summary = (["cold", "warm", "without"] as const).map((mode) => {
   const rs = rows.filter((r) => r.mode === mode);
-  const stage = (k: keyof StageSeconds): number =>
-    percentile(
-      rs.map((r) => r.stages[k] * 1000),
-      50,
-    );
+  const stage = (k: keyof StageSeconds): number => pct(rs, (r) => r.stages[k] * 1000, 50);
   return {
     mode,
     queries: rs.length,
-    p50Ms: percentile(
-      rs.map((r) => r.ms),
-      50,
-    ),
-    p99Ms: percentile(
-      rs.map((r) => r.ms),
-      99,
-    ),
-    p50CpuMs: percentile(
-      rs.map((r) => r.cpuMs),
-      50,
-    ),
-    p99CpuMs: percentile(
-      rs.map((r) => r.cpuMs),
-      99,
-    ),
+    p50Ms: pct(rs, (r) => r.ms, 50),
+    p99Ms: pct(rs, (r) => r.ms, 99),
+    p50CpuMs: pct(rs, (r) => r.cpuMs, 50),
+    p99CpuMs: pct(rs, (r) => r.cpuMs, 99),
     chunksInRange: mean(rs.map((r) => r.chunksInRange)),
     meanChunksFetched: mean(rs.map((r) => r.chunksFetched)),
     meanNeedleChunks: mean(rs.map((r) => r.needleChunks)),
