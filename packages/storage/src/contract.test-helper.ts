@@ -212,5 +212,79 @@ export function objectStoreContract(name: string, open: () => ObjectStore): void
       expect(final.every((b) => b === final[0])).toBe(true);
       expect(await store.list("race/")).toEqual(["race/key"]);
     });
+
+    test("putIf with ifNoneMatch creates once; the second writer is refused and changes nothing", async () => {
+      const store = open();
+      const tag = await store.putIf("cas/create", enc.encode("first"), { ifNoneMatch: "*" });
+      await expectCode(
+        store.putIf("cas/create", enc.encode("second"), { ifNoneMatch: "*" }),
+        "precondition_failed",
+      );
+      const got = await store.getTagged("cas/create");
+      expect(new TextDecoder().decode(got.data)).toBe("first");
+      expect(got.etag).toBe(tag);
+      expect(await store.list("cas/")).toEqual(["cas/create"]);
+    });
+
+    test("putIf with ifMatch swaps only from the tag it names", async () => {
+      const store = open();
+      await expectCode(
+        store.putIf("cas/swap", enc.encode("x"), { ifMatch: '"0123456789abcdef"' }),
+        "precondition_failed",
+      );
+      await expectCode(store.getTagged("cas/swap"), "not_found");
+      const t1 = await store.putIf("cas/swap", enc.encode("v1"), { ifNoneMatch: "*" });
+      const t2 = await store.putIf("cas/swap", enc.encode("v2"), { ifMatch: t1 });
+      expect(t2).not.toBe(t1);
+      await expectCode(
+        store.putIf("cas/swap", enc.encode("v3"), { ifMatch: t1 }),
+        "precondition_failed",
+      );
+      expect(new TextDecoder().decode(await store.get("cas/swap"))).toBe("v2");
+      // A plain put changes the tag too: a swap from the old tag is refused.
+      await store.put("cas/swap", enc.encode("v4"));
+      const { etag } = await store.getTagged("cas/swap");
+      expect(etag).not.toBe(t2);
+      await expectCode(
+        store.putIf("cas/swap", enc.encode("v5"), { ifMatch: t2 }),
+        "precondition_failed",
+      );
+      await store.putIf("cas/swap", enc.encode("v5"), { ifMatch: etag });
+      expect(new TextDecoder().decode(await store.get("cas/swap"))).toBe("v5");
+    });
+
+    test("of concurrent conditional writers exactly one wins, to create and to swap", async () => {
+      const store = open();
+      const writers = 8;
+      const settle = (ps: Promise<string>[]) =>
+        Promise.all(
+          ps.map((p, i) =>
+            p.then(
+              () => i,
+              (e: unknown) => {
+                if (e instanceof StorageError && e.code === "precondition_failed") return -1;
+                throw e;
+              },
+            ),
+          ),
+        );
+      const created = await settle(
+        Array.from({ length: writers }, (_, i) =>
+          store.putIf("cas/race", enc.encode(`create ${i}`), { ifNoneMatch: "*" }),
+        ),
+      );
+      const creator = created.filter((i) => i >= 0);
+      expect(creator).toHaveLength(1);
+      const { data, etag } = await store.getTagged("cas/race");
+      expect(new TextDecoder().decode(data)).toBe(`create ${creator[0]}`);
+      const swapped = await settle(
+        Array.from({ length: writers }, (_, i) =>
+          store.putIf("cas/race", enc.encode(`swap ${i}`), { ifMatch: etag }),
+        ),
+      );
+      const swapper = swapped.filter((i) => i >= 0);
+      expect(swapper).toHaveLength(1);
+      expect(new TextDecoder().decode(await store.get("cas/race"))).toBe(`swap ${swapper[0]}`);
+    });
   });
 }

@@ -10,6 +10,8 @@ export const STORAGE_ERRORS = {
   key_conflict: "object key conflicts with another key's path",
   invalid_config: "invalid object store configuration",
   backend: "object store request failed",
+  /** A conditional write's condition did not hold (another writer came first). */
+  precondition_failed: "object changed: the write's condition does not hold",
   /** The caller's own signal ended the call (a cancelled query), not the store. */
   aborted: "object store request aborted",
 } as const;
@@ -58,6 +60,11 @@ function hasStorageCode(err: unknown, code: StorageErrorCode): err is StorageErr
 /** True when `err` is a {@link StorageError} for a missing object. */
 export function isNotFound(err: unknown): boolean {
   return hasStorageCode(err, "not_found");
+}
+
+/** True when `err` is a {@link StorageError} for a conditional write whose condition failed. */
+export function isPreconditionFailed(err: unknown): boolean {
+  return hasStorageCode(err, "precondition_failed");
 }
 
 /**

@@ -1,6 +1,6 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { mkdir, open, readFile, readdir, rename, stat, unlink } from "node:fs/promises";
-import { dirname, join, resolve, sep } from "node:path";
+import { basename, dirname, join, resolve, sep } from "node:path";
 import { StorageError } from "./errors.js";
 import {
   TEMP_PREFIX,
@@ -10,7 +10,13 @@ import {
   validatePrefix,
   validateRange,
 } from "./keys.js";
-import type { CallOptions, ObjectInfo, ObjectStore } from "./store.js";
+import type {
+  CallOptions,
+  ObjectInfo,
+  ObjectStore,
+  TaggedObject,
+  WriteCondition,
+} from "./store.js";
 
 /**
  * An {@link ObjectStore} in a directory: key `a/b/c` is the file `<root>/a/b/c`. The single
@@ -98,19 +104,64 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
+  async getTagged(key: string, options?: CallOptions): Promise<TaggedObject> {
+    const data = await this.get(key, options);
+    return { data, etag: etagOf(data) };
+  }
+
   async put(key: string, data: Uint8Array, options?: CallOptions): Promise<void> {
     const path = this.pathOf(key);
     checkSignal(options, "put", key);
-    const dir = dirname(path);
-    let created: string | undefined;
+    await this.write(key, path, await this.makeParents(key, path), data, options);
+  }
+
+  async putIf(
+    key: string,
+    data: Uint8Array,
+    condition: WriteCondition,
+    options?: CallOptions,
+  ): Promise<string> {
+    const path = this.pathOf(key);
+    checkSignal(options, "put", key);
+    const created = await this.makeParents(key, path);
+    const release = await lockKey(path, key, options);
     try {
-      created = await mkdir(dir, { recursive: true });
+      let current: string | undefined;
+      try {
+        current = etagOf(await readFile(path));
+      } catch (err) {
+        if (!hasCode(err, "ENOENT")) throw this.readError(err, key);
+      }
+      const holds = "ifMatch" in condition ? current === condition.ifMatch : current === undefined;
+      if (!holds) throw new StorageError("precondition_failed", key);
+      await this.write(key, path, created, data, options);
+      return etagOf(data);
+    } finally {
+      await release();
+    }
+  }
+
+  /** Creates the directories of `path`; returns the first one created, if any. */
+  private async makeParents(key: string, path: string): Promise<string | undefined> {
+    try {
+      return await mkdir(dirname(path), { recursive: true });
     } catch (err) {
       if (hasCode(err, "ENOTDIR", "EEXIST")) {
         throw new StorageError("key_conflict", `a parent of ${key} is an object`, { cause: err });
       }
       throw backend(`mkdir for ${key}`, err);
     }
+  }
+
+  /** Writes `path` through a synced temporary file and a rename (see the class comment). */
+  private async write(
+    key: string,
+    path: string,
+    created: string | undefined,
+    data: Uint8Array,
+    options: CallOptions | undefined,
+  ): Promise<void> {
+    const dir = dirname(path);
     const tmp = join(dir, TEMP_PREFIX + randomBytes(8).toString("hex"));
     try {
       const fh = await open(tmp, "wx", 0o644);
@@ -218,6 +269,54 @@ function backend(detail: string, err: unknown): StorageError {
     cause: err,
     retriable: hasCode(err, ...RETRIABLE_CODES),
   });
+}
+
+/** The file store's entity tag: the MD5 of the bytes, quoted, as S3 tags a simple put. */
+function etagOf(data: Uint8Array): string {
+  return `"${createHash("md5").update(data).digest("hex")}"`;
+}
+
+/** How long a lock file may stand before it is taken for a crashed holder's and removed. */
+const STALE_LOCK_MS = 10_000;
+/** The longest a conditional write waits for its key's lock before failing (retriable). */
+const LOCK_WAIT_MS = 5_000;
+
+/**
+ * Takes the per-key lock of a conditional write: a file created with O_EXCL beside the
+ * object, under the temporary prefix so that lists skip it and no key can name it. Held
+ * for one read and one write; a lock older than {@link STALE_LOCK_MS} is a crashed
+ * holder's and is removed. Written here because no file-locking library in the ecosystem
+ * is both cross-process and free of native code; a store that needs more than one writer
+ * per key across machines is S3.
+ */
+async function lockKey(
+  path: string,
+  key: string,
+  options: CallOptions | undefined,
+): Promise<() => Promise<void>> {
+  const name = createHash("sha1").update(basename(path)).digest("hex").slice(0, 20);
+  const lock = join(dirname(path), `${TEMP_PREFIX}lock-${name}`);
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (let wait = 1; ; wait = Math.min(wait * 2, 50)) {
+    checkSignal(options, "put", key);
+    try {
+      await (await open(lock, "wx", 0o644)).close();
+      return () => unlink(lock).catch(() => undefined);
+    } catch (err) {
+      if (!hasCode(err, "EEXIST")) throw backend(`lock ${key}`, err);
+    }
+    const st = await stat(lock).catch(() => undefined);
+    if (st !== undefined && Date.now() - st.mtimeMs > STALE_LOCK_MS) {
+      await unlink(lock).catch(() => undefined);
+      continue;
+    }
+    if (Date.now() > deadline) {
+      throw new StorageError("backend", `${key} stayed locked by another writer`, {
+        retriable: true,
+      });
+    }
+    await new Promise((r) => setTimeout(r, wait));
+  }
 }
 
 /** Throws `aborted` when the call's signal has ended it. */

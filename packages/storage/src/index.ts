@@ -1,7 +1,19 @@
-export { STORAGE_ERRORS, StorageError, isNotFound, isStoreFailure } from "./errors.js";
+export {
+  STORAGE_ERRORS,
+  StorageError,
+  isNotFound,
+  isPreconditionFailed,
+  isStoreFailure,
+} from "./errors.js";
 export type { StorageErrorCode } from "./errors.js";
 export { MAX_KEY_BYTES, MAX_SEGMENT_BYTES, TEMP_PREFIX, validateKey } from "./keys.js";
-export type { CallOptions, ObjectInfo, ObjectStore } from "./store.js";
+export type {
+  CallOptions,
+  ObjectInfo,
+  ObjectStore,
+  TaggedObject,
+  WriteCondition,
+} from "./store.js";
 export { FsObjectStore } from "./fs.js";
 export { S3ObjectStore, S3_DEFAULTS } from "./s3.js";
 export type { S3ObjectStoreConfig } from "./s3.js";

@@ -10,7 +10,13 @@ import type { S3ClientConfig } from "@aws-sdk/client-s3";
 import { deadlineSignal, settleBy } from "@sieve/kit";
 import { StorageError } from "./errors.js";
 import { compareUtf8, prefixCanMatch, validateKey, validatePrefix, validateRange } from "./keys.js";
-import type { CallOptions, ObjectInfo, ObjectStore } from "./store.js";
+import type {
+  CallOptions,
+  ObjectInfo,
+  ObjectStore,
+  TaggedObject,
+  WriteCondition,
+} from "./store.js";
 
 /** Options of {@link S3ObjectStore}; units are in the names. */
 export interface S3ObjectStoreConfig {
@@ -113,6 +119,16 @@ export class S3ObjectStore implements ObjectStore {
     });
   }
 
+  async getTagged(key: string, options?: CallOptions): Promise<TaggedObject> {
+    validateKey(key);
+    return this.call("read", "get", key, options, async (abortSignal) => {
+      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
+        abortSignal,
+      });
+      return { data: await readBody(out.Body, abortSignal), etag: out.ETag ?? "" };
+    });
+  }
+
   async getRange(
     key: string,
     offset: number,
@@ -172,6 +188,43 @@ export class S3ObjectStore implements ObjectStore {
         }),
         { abortSignal },
       );
+    });
+  }
+
+  async putIf(
+    key: string,
+    data: Uint8Array,
+    condition: WriteCondition,
+    options?: CallOptions,
+  ): Promise<string> {
+    validateKey(key);
+    return this.call("write", "put", key, options, async (abortSignal) => {
+      try {
+        const out = await this.client.send(
+          new PutObjectCommand({
+            Bucket: this.bucket,
+            Key: key,
+            Body: data,
+            ContentLength: data.byteLength,
+            ...("ifMatch" in condition
+              ? { IfMatch: condition.ifMatch }
+              : { IfNoneMatch: condition.ifNoneMatch }),
+          }),
+          { abortSignal },
+        );
+        return out.ETag ?? "";
+      } catch (err) {
+        // 412: the condition failed; 409: a concurrent conditional write of the key won
+        // (AWS's ConditionalRequestConflict); 404: If-Match of a key that does not exist.
+        if (
+          isStatus(err, 412, "PreconditionFailed") ||
+          isStatus(err, 409, "ConditionalRequestConflict") ||
+          isNotFoundError(err)
+        ) {
+          throw new StorageError("precondition_failed", key, { cause: err });
+        }
+        throw err;
+      }
     });
   }
 

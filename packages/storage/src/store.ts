@@ -5,6 +5,24 @@ export interface ObjectInfo {
 }
 
 /**
+ * What a conditional write ({@link ObjectStore.putIf}) requires of the object under its key:
+ * `ifNoneMatch: "*"`, that there is none (create only); `ifMatch`, that there is one and its
+ * entity tag is this one (compare and swap). As S3's `If-None-Match` and `If-Match`.
+ */
+export type WriteCondition = { readonly ifNoneMatch: "*" } | { readonly ifMatch: string };
+
+/** An object with its entity tag, read in one call. */
+export interface TaggedObject {
+  readonly data: Uint8Array;
+  /**
+   * Opaque; changes whenever different bytes are written under the key (S3's ETag, the MD5
+   * of the bytes for a simple put; the file store uses the same). The same bytes written
+   * again keep the tag: callers that swap on it put a counter or an owner in the object.
+   */
+  readonly etag: string;
+}
+
+/**
  * Per-call options of every {@link ObjectStore} method. Each call also has the store's own
  * deadline (S3: `readTimeoutMs` for reads, `writeTimeoutMs` for writes); the earlier of the
  * two ends it.
@@ -39,6 +57,23 @@ export interface ObjectStore {
   head(key: string, options?: CallOptions): Promise<ObjectInfo>;
   /** Writes the object whole, replacing any object under the same key. */
   put(key: string, data: Uint8Array, options?: CallOptions): Promise<void>;
+  /** The whole object and its entity tag; `not_found` when it does not exist. */
+  getTagged(key: string, options?: CallOptions): Promise<TaggedObject>;
+  /**
+   * Writes the object only when `condition` holds at the moment of the write, atomically
+   * with respect to other conditional writes of the key; else `precondition_failed` and
+   * nothing changes. Returns the new entity tag. Locks and ownership records are built on
+   * it (S3 and MinIO apply `If-None-Match`/`If-Match` server-side). A key written this way
+   * should be written only this way: a plain {@link put} does not wait for the file
+   * store's per-key lock. A write that fails for want of an answer may still have been
+   * applied: read the object again before deciding it lost.
+   */
+  putIf(
+    key: string,
+    data: Uint8Array,
+    condition: WriteCondition,
+    options?: CallOptions,
+  ): Promise<string>;
   /** Every key that starts with `prefix` (a plain string prefix), in UTF-8 byte order. */
   list(prefix: string, options?: CallOptions): Promise<string[]>;
   /** Removes the object; removing a missing object is not an error (as in S3). */
