@@ -270,3 +270,31 @@ describe("tail max duration", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(1400);
   }, 60_000);
 });
+
+describe("tail on shutdown", () => {
+  it("closes the tails it serves with 1001 (going away) when the server stops", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "sieve-tail-stop-"));
+    try {
+      const server = await spawnSieve(["all", "--data-dir", dir], {
+        SIEVE_QUERIER_WORKERS: "1",
+        SIEVE_INGESTER_WORKERS: "1",
+      });
+      const url = new URL("/loki/api/v1/tail", server.url.replace(/^http/, "ws"));
+      url.searchParams.set("query", '{app="stopping"}');
+      const ws = new WebSocket(url);
+      await new Promise((resolve, reject) => {
+        ws.once("open", resolve);
+        ws.once("error", reject);
+      });
+      const closed = new Promise<{ code: number; reason: string }>((resolve) => {
+        ws.once("close", (code, reason) => {
+          resolve({ code, reason: reason.toString() });
+        });
+      });
+      expect(await server.stop()).toBe(0);
+      expect(await closed).toEqual({ code: 1001, reason: "the server is shutting down" });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

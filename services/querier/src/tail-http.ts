@@ -82,7 +82,25 @@ function errorText(body: string): string {
 /** The tail route, as a plugin of its own: it registers the WebSocket support it needs. */
 export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
   return async (app) => {
-    await app.register(websocket, { options: { maxPayload: MAX_CLIENT_MESSAGE_BYTES } });
+    /** Every tail being served, so that a shutdown closes each with 1001 and its words. */
+    const sessions = new Map<WebSocket, TailSession>();
+    await app.register(websocket, {
+      options: { maxPayload: MAX_CLIENT_MESSAGE_BYTES },
+      // The plugin's own preClose closes every socket without a code (the client reads
+      // 1005, "no status"); a tail is told it was the server going away.
+      preClose(done) {
+        // The close event waits for every socket to close: sockets that are not tails yet
+        // are cut, and a tail's own cut (CLOSE_GRACE_MS after its frame) bounds the rest.
+        for (const client of app.websocketServer.clients) {
+          const session = sessions.get(client);
+          if (session === undefined) client.terminate();
+          else session.close("shutdown");
+        }
+        app.websocketServer.close(() => {
+          done();
+        });
+      },
+    });
     /** Tails open, by tenant. */
     const open = new Map<string, number>();
     const checked = new WeakMap<FastifyRequest, Checked>();
@@ -156,8 +174,10 @@ export function tailPlugin(deps: TailRouteDeps): FastifyPluginAsync {
         },
         onDropped: () => metrics?.tailDroppedLines.inc(),
       });
+      sessions.set(socket, session);
       const timersAndTail: { tail?: IngesterTail } = {};
       socket.on("close", () => {
+        sessions.delete(socket);
         session.stop();
         timersAndTail.tail?.close();
         clearInterval(timers.ping);

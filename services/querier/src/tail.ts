@@ -49,6 +49,11 @@ export const TAIL_CLOSE = {
     code: 1011,
     reason: "the client did not read the tail: closed after being blocked",
   },
+  /**
+   * The server is stopping (Sieve's words): 1001, "going away" (RFC 6455, 7.4.1), so a
+   * client knows to reconnect rather than report an error.
+   */
+  shutdown: { code: 1001, reason: "the server is shutting down" },
   /** The history query or the ingesters failed: the error's text follows. */
   error: { code: 1011, reason: "" },
 } as const;
