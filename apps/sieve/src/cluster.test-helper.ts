@@ -4,11 +4,16 @@
  * with this Node, on a port the kernel picks (`--port 0`; the URL comes from the ready log
  * line), its output kept (bounded) for failure messages, and stopped with SIGTERM, then
  * SIGKILL if it does not exit in time. A {@link Cluster} stops every child it started,
- * also when a start fails half-way.
+ * also when a start fails half-way. {@link NativeCluster} starts the whole cluster through
+ * `scripts/cluster.sh` instead, with the configs of deploy/.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { alive, readState, type ClusterState, type ProcessState } from "./cluster/state.js";
+import { REPO_ROOT } from "./cluster/topology.js";
 
 /** The built entry point of the `sieve` command (`pnpm run build` makes it). */
 export const SIEVE_MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -254,4 +259,132 @@ export async function scrape(url: string): Promise<string> {
   const res = await fetch(`${url}/metrics`);
   if (!res.ok) throw new Error(`GET ${url}/metrics: ${res.status}`);
   return res.text();
+}
+
+/** The last `lines` lines of a file, or a note that it cannot be read. */
+function fileTail(file: string, lines: number): string {
+  try {
+    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+  } catch (error) {
+    return `(${(error as Error).message})`;
+  }
+}
+
+/** Whether nothing listens on 127.0.0.1:port. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => {
+      resolve(false);
+    });
+    server.listen({ host: "127.0.0.1", port, exclusive: true }, () => {
+      server.close(() => {
+        resolve(true);
+      });
+    });
+  });
+}
+
+/**
+ * The cluster of `scripts/cluster.sh` (the compose topology as local processes, with the
+ * configs of deploy/), started by a test exactly as a user starts it: the script, with its
+ * state, logs and data in `dir` and its entry port on a free block of ports, on the suite's
+ * Kafka and MinIO (`CLUSTER_KAFKA_BROKERS`, `CLUSTER_S3_ENDPOINT`) with the test's own
+ * bucket and topic in `CLUSTER_CONFIG_FILE`. The processes' pids come from the script's
+ * state file, so a test can kill, pause and resume one.
+ */
+export class NativeCluster {
+  constructor(
+    /** `CLUSTER_DIR`. */
+    readonly dir: string,
+    /** The script's `CLUSTER_*` variables (and any other the roles should see). */
+    private readonly env: Readonly<Record<string, string>>,
+  ) {}
+
+  /**
+   * The first of `count` consecutive free ports, from a random start: the cluster takes
+   * the entry port and the 8 after it, none of which the suite's servers use (they take
+   * kernel-chosen ports).
+   */
+  static async freePorts(count = 9): Promise<number> {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const base = 20_000 + Math.floor(Math.random() * 3000) * 10;
+      const free = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
+      if (free.every(Boolean)) return base;
+    }
+    throw new Error(`no ${count} consecutive free ports found`);
+  }
+
+  /** Runs `sh scripts/cluster.sh <command>`; resolves with its exit code and output. */
+  async run(
+    command: "start" | "stop" | "status",
+  ): Promise<{ code: number | null; output: string }> {
+    const child = spawn("sh", [join(REPO_ROOT, "scripts/cluster.sh"), command], {
+      cwd: REPO_ROOT,
+      env: { ...baseEnv(), ...this.env, CLUSTER_DIR: this.dir },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.setEncoding("utf8").on("data", (t: string) => (output += t));
+    child.stderr.setEncoding("utf8").on("data", (t: string) => (output += t));
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.once("error", reject);
+      child.once("exit", (c) => {
+        resolve(c);
+      });
+    });
+    return { code, output };
+  }
+
+  /** `start`, failing with the script's output and the logs when it does not exit 0. */
+  async start(): Promise<ClusterState> {
+    const { code, output } = await this.run("start");
+    if (code !== 0) {
+      throw new Error(`cluster.sh start exited ${String(code)}:\n${output}\n${this.output()}`);
+    }
+    return this.state();
+  }
+
+  /** The script's state file (every process it started). */
+  state(): ClusterState {
+    const state = readState(this.dir);
+    if (state === undefined) throw new Error(`no cluster state in ${this.dir}`);
+    return state;
+  }
+
+  /** One process by its compose name (`ingester-1`, `gateway`). */
+  process(name: string): ProcessState {
+    const found = this.state().processes.find((p) => p.name === name);
+    if (found === undefined) throw new Error(`no process ${name} in ${this.dir}`);
+    return found;
+  }
+
+  /** The base URLs of a role's instances (`ingester` → ingester-1's and ingester-2's). */
+  urls(role: string): string[] {
+    return this.state()
+      .processes.filter((p) => p.name.startsWith(`${role}-`))
+      .map((p) => p.url);
+  }
+
+  /** Sends `signal` to one process (SIGKILL, SIGSTOP, SIGCONT, SIGTERM). */
+  signal(name: string, signal: NodeJS.Signals): void {
+    const p = this.process(name);
+    if (!alive(p)) throw new Error(`${name} (pid ${p.pid}) is not running`);
+    process.kill(p.pid, signal);
+  }
+
+  /** Resolves once the process is gone. */
+  async exited(name: string, timeoutMs = 30_000): Promise<void> {
+    const p = this.process(name);
+    await waitFor(`${name} to exit`, () => Promise.resolve(alive(p) ? undefined : true), timeoutMs);
+  }
+
+  /** The last lines of every process's log, each under its name: for failure messages. */
+  output(lines = 40): string {
+    const state = readState(this.dir);
+    if (state === undefined) return "(no cluster state)";
+    return state.processes
+      .map((p) => `----- ${p.name} (pid ${p.pid}) -----\n${fileTail(p.log, lines)}`)
+      .join("\n");
+  }
 }

@@ -296,3 +296,61 @@ describe("checkTarget", () => {
     }
   });
 });
+
+describe("layered files (--config-file repeated)", () => {
+  it("lays each file over the ones before, then the environment over all", () => {
+    const common = file(
+      "server: { port: 3100 }\nqueue: { backend: kafka, kafka: { brokers: [a:1], topic: t } }\n",
+    );
+    const role = file("queue: { kafka: { groupId: g } }\nserver: { port: 3200 }\n");
+    const c = loadSieveConfig({
+      file: [common, role],
+      env: { SIEVE_QUEUE_KAFKA_BROKERS: "b:2,c:3" },
+    });
+    expect(c.server.port).toBe(3200);
+    expect(c.queue.kafka).toMatchObject({ topic: "t", groupId: "g", brokers: ["b:2", "c:3"] });
+  });
+
+  it("refuses a heartbeat period over a third of the session timeout", () => {
+    const error = thrown(() =>
+      loadSieveConfig({
+        env: {
+          SIEVE_QUEUE_KAFKA_SESSION_TIMEOUT_MS: "6000",
+          SIEVE_QUEUE_KAFKA_HEARTBEAT_INTERVAL_MS: "2500",
+        },
+      }),
+    );
+    expect(error).toMatchObject({ code: "invalid_value", key: "queue.kafka.heartbeatIntervalMs" });
+  });
+
+  // The cluster configs are the ones docker-compose.yml and scripts/cluster.sh start every
+  // role with: each role must start from them as they are.
+  const deploy = (name: string): string =>
+    resolve(import.meta.dirname, "../../../deploy/sieve", `${name}.yaml`);
+  it.each(["distributor", "ingester", "bloom-gateway", "querier"])(
+    "deploy/sieve/common.yaml + %s.yaml is a valid tree for its role",
+    (role) => {
+      const c = loadSieveConfig({ file: [deploy("common"), deploy(role)], env: {} });
+      checkTarget(c, role);
+      expect(c.server.port).toBe(3100);
+      expect(c.queue).toMatchObject({ backend: "kafka", kafka: { brokers: ["kafka:9092"] } });
+      expect(c.storage).toMatchObject({
+        backend: "s3",
+        s3: { bucket: "sieve", endpoint: "http://minio:9000" },
+      });
+      // The tenants' limits of common.yaml survive the role's file.
+      expect(c.distributor.limits.ingestionRateBytes).toBe(32 * 1024 * 1024);
+      if (role === "querier") {
+        expect(c.cluster.ingesterUrls).toEqual([
+          "http://ingester-1:3100",
+          "http://ingester-2:3100",
+        ]);
+        expect(c.cluster.bloomGatewayUrls).toEqual([
+          "http://bloom-gateway-1:3100",
+          "http://bloom-gateway-2:3100",
+        ]);
+      }
+      if (role === "ingester") expect(c.queue.kafka.sessionTimeoutMs).toBe(10_000);
+    },
+  );
+});

@@ -7,6 +7,7 @@ import {
   loadSection,
   optionRows,
   readConfigFile,
+  readConfigFiles,
 } from "@sieve/config";
 import type { ConfigErrorCode, Env, Mapping, OptionRow } from "@sieve/config";
 import { loadConfig as loadGatewayConfig, type BloomGatewayConfig } from "@sieve/bloom-gateway";
@@ -72,6 +73,9 @@ export interface QueueConfig {
     readonly brokers: readonly string[];
     readonly topic: string;
     readonly groupId: string;
+    /** An ingester that misses heartbeats this long loses its partitions to the others. */
+    readonly sessionTimeoutMs: number;
+    readonly heartbeatIntervalMs: number;
   };
 }
 
@@ -101,7 +105,12 @@ export { readConfigFile };
 
 /** Where the configuration comes from, lowest precedence first. */
 export interface SieveConfigSources {
-  readonly file?: string;
+  /**
+   * The YAML file, or files laid over each other in order (`--config-file` repeated: a
+   * cluster's shared file, then the role's), mappings merged key by key, lists and scalars
+   * replaced (`layerMappings` of `@sieve/config`).
+   */
+  readonly file?: string | readonly string[];
   readonly env?: Env;
   /** Command-line flags, which win over everything. */
   readonly flags?: { readonly port?: string; readonly dataDir?: string; readonly host?: string };
@@ -167,10 +176,21 @@ const QUEUE = defineSchema({
     backend: "wal",
     partitions: 4,
     walDir: "",
-    kafka: { brokers: [] as string[], topic: "sieve-push", groupId: "sieve-ingesters" },
+    kafka: {
+      brokers: [] as string[],
+      topic: "sieve-push",
+      groupId: "sieve-ingesters",
+      sessionTimeoutMs: 30_000,
+      heartbeatIntervalMs: 3000,
+    },
   },
   group: "kafka",
-  ranges: { partitions: [1, 4096] },
+  // Kafka's group.min/max.session.timeout.ms defaults bound what a broker accepts.
+  ranges: {
+    partitions: [1, 4096],
+    "kafka.sessionTimeoutMs": [6000, 1_800_000],
+    "kafka.heartbeatIntervalMs": [100, 600_000],
+  },
   envAliases: {
     walDir: "SIEVE_WAL_DIR",
     "kafka.brokers": "SIEVE_KAFKA_BROKERS",
@@ -186,6 +206,10 @@ const QUEUE = defineSchema({
       brokers: "`host:port` list (comma-separated in the environment)",
       topic: "topic, created with `queue.partitions` if missing",
       groupId: "consumer group of the ingesters",
+      sessionTimeoutMs:
+        "an ingester that sends no heartbeat this long is dropped from the group, and its partitions go to the others",
+      heartbeatIntervalMs:
+        "an ingester's heartbeat period (well under `sessionTimeoutMs`: a third at most)",
     },
   },
 });
@@ -234,14 +258,15 @@ function checkTopLevel(doc: Readonly<Mapping>): void {
 }
 
 /**
- * The whole tree: defaults, then the file (read once), then `SIEVE_*` environment
+ * The whole tree: defaults, then the file or files (each read once, later over earlier), then `SIEVE_*` environment
  * variables, then flags; every section validated. Unknown keys are refused by name, so a
  * typo never silently keeps a default. The top-level `authEnabled` is what the
  * distributor and the querier get unless their own (older) key is set.
  */
 export function loadSieveConfig(sources: SieveConfigSources = {}): SieveConfig {
   const env = sources.env ?? process.env;
-  const doc = sources.file === undefined ? {} : readConfigFile(sources.file);
+  const file = sources.file ?? [];
+  const doc = readConfigFiles(typeof file === "string" ? [file] : file);
   checkTopLevel(doc);
   const flags = sources.flags ?? {};
   const rootValues = Object.fromEntries(
@@ -268,6 +293,13 @@ export function loadSieveConfig(sources: SieveConfigSources = {}): SieveConfig {
   }
   if (storage.backend === "s3" && storage.s3.bucket === "") {
     throw new ConfigError("invalid_value", "storage.s3.bucket", "required with storage.backend s3");
+  }
+  if (queue.kafka.heartbeatIntervalMs * 3 > queue.kafka.sessionTimeoutMs) {
+    throw new ConfigError(
+      "invalid_value",
+      "queue.kafka.heartbeatIntervalMs",
+      "at most a third of queue.kafka.sessionTimeoutMs, as Kafka advises",
+    );
   }
   if (queue.backend === "kafka" && queue.kafka.brokers.length === 0) {
     throw new ConfigError(

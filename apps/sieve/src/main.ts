@@ -13,7 +13,9 @@ const USAGE = `Usage: sieve [${TARGETS.join(" | ")}] [options]
        sieve experiment run SPEC.yaml --out DIR [--quick]   (sieve experiment --help)
 
 Options:
-  --config-file F   YAML configuration (docs/configuration.md)
+  --config-file F   YAML configuration (docs/configuration.md); repeatable, each file laid
+                    over the ones before (mappings merged, lists and values replaced), e.g.
+                    --config-file deploy/sieve/common.yaml --config-file deploy/sieve/querier.yaml
   --port P          HTTP port (default 3100)
   --data-dir D      local data: write-ahead log and filesystem store (default ./data)
   --host H          address to listen on (default 0.0.0.0)
@@ -36,7 +38,7 @@ async function main(argv: readonly string[]): Promise<number> {
       args: [...argv],
       allowPositionals: true,
       options: {
-        "config-file": { type: "string" },
+        "config-file": { type: "string", multiple: true },
         port: { type: "string" },
         "data-dir": { type: "string" },
         host: { type: "string" },
@@ -59,14 +61,14 @@ async function main(argv: readonly string[]): Promise<number> {
     );
     return 2;
   }
-  const file = values["config-file"];
+  const files = values["config-file"] ?? [];
   let running;
   let logger: Logger;
   try {
     // The one read of the configuration: the file, the environment and the flags, every
     // section validated; each component gets its typed section from `config`.
     const config = loadSieveConfig({
-      ...(file !== undefined && { file }),
+      file: files,
       flags: {
         ...(values.port !== undefined && { port: values.port }),
         ...(values["data-dir"] !== undefined && { dataDir: values["data-dir"] }),

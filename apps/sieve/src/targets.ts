@@ -188,9 +188,12 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       let consumer: QueueConsumer;
       if (wal !== undefined) consumer = wal.consumer;
       else {
+        const { groupId, sessionTimeoutMs, heartbeatIntervalMs } = config.queue.kafka;
         consumer = new KafkaQueueConsumer({
           ...kafkaOptions(config),
-          groupId: config.queue.kafka.groupId,
+          groupId,
+          sessionTimeoutMs,
+          heartbeatIntervalMs,
         });
       }
       const ingesterCfg = ingesterConfig(target, config.ingester);

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { ConfigError, readConfigFile, section } from "./index.js";
+import { ConfigError, layerMappings, readConfigFile, readConfigFiles, section } from "./index.js";
 import { configFiles, thrown } from "./testing.js";
 
 const files = configFiles();
@@ -26,6 +26,49 @@ describe("readConfigFile", () => {
     expect((error as ConfigError).code).toBe(code);
     expect((error as ConfigError).key).toMatch(key);
     expect((error as ConfigError).message).toMatch(/^[a-z].*: .*: /);
+  });
+});
+
+describe("layerMappings", () => {
+  it.each<[string, Record<string, unknown>, Record<string, unknown>, Record<string, unknown>]>([
+    ["a new key is added", { a: 1 }, { b: 2 }, { a: 1, b: 2 }],
+    ["a scalar replaces", { a: 1 }, { a: 2 }, { a: 2 }],
+    [
+      "mappings merge at every depth",
+      { s: { t: { a: 1, b: 1 } } },
+      { s: { t: { b: 2 } } },
+      { s: { t: { a: 1, b: 2 } } },
+    ],
+    ["a list replaces whole", { urls: ["a", "b"] }, { urls: ["c"] }, { urls: ["c"] }],
+    ["a null over a mapping leaves it", { s: { a: 1 } }, { s: null }, { s: { a: 1 } }],
+    ["a null over a scalar replaces it", { a: 1 }, { a: null }, { a: null }],
+    ["a scalar over a mapping replaces it", { s: { a: 1 } }, { s: 3 }, { s: 3 }],
+  ])("%s", (_name, base, over, expected) => {
+    const before = structuredClone(base);
+    expect(layerMappings(base, over)).toEqual(expected);
+    expect(base).toEqual(before);
+  });
+});
+
+describe("readConfigFiles", () => {
+  it("lays each file over the ones before it", () => {
+    const common = files.write(
+      "server: { port: 3100 }\nqueue: { partitions: 8, kafka: { topic: t } }\n",
+    );
+    const role = files.write("queue:\n  kafka: { groupId: g }\ningester:\n  # nothing yet\n");
+    expect(readConfigFiles([common, role])).toEqual({
+      server: { port: 3100 },
+      queue: { partitions: 8, kafka: { topic: "t", groupId: "g" } },
+      ingester: null,
+    });
+    expect(readConfigFiles([])).toEqual({});
+  });
+
+  it("names the file that fails", () => {
+    const good = files.write("a: 1\n");
+    const error = thrown(() => readConfigFiles([good, files.path("absent-2.yaml")]));
+    expect((error as ConfigError).code).toBe("unreadable_file");
+    expect((error as ConfigError).key).toMatch(/absent-2\.yaml$/);
   });
 });
 

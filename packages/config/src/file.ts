@@ -34,6 +34,32 @@ export function readConfigFile(path: string): Mapping {
 }
 
 /**
+ * Lays `over` on `base`, as a later `--config-file` on an earlier one: mappings merge key
+ * by key, at every depth; any other value (a scalar, a list) replaces the earlier one
+ * whole, as lists do in Loki's and Helm's layered values. A null over a mapping leaves the
+ * mapping (a section written with only comments under it is null in YAML, and must not
+ * erase what an earlier file set).
+ */
+export function layerMappings(base: Readonly<Mapping>, over: Readonly<Mapping>): Mapping {
+  const out: Mapping = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const earlier = out[key];
+    if (isMapping(earlier) && isMapping(value)) out[key] = layerMappings(earlier, value);
+    else if (!(isMapping(earlier) && value == null)) out[key] = value;
+  }
+  return out;
+}
+
+/**
+ * Reads several YAML files, each laid over the ones before ({@link layerMappings}), into
+ * one mapping: a cluster's shared file first, then the role's. Errors are
+ * {@link readConfigFile}'s, naming the file.
+ */
+export function readConfigFiles(paths: readonly string[]): Mapping {
+  return paths.reduce<Mapping>((doc, path) => layerMappings(doc, readConfigFile(path)), {});
+}
+
+/**
  * One component's section of the file (`distributor`, `ingester`, ...): absent or null is
  * an empty mapping; anything else but a mapping is `invalid_type` naming the section.
  */

@@ -8,7 +8,7 @@
  */
 export { CONFIG_ERRORS, ConfigError } from "./errors.js";
 export type { ConfigErrorCode } from "./errors.js";
-export { readConfigFile, section } from "./file.js";
+export { layerMappings, readConfigFile, readConfigFiles, section } from "./file.js";
 export type { Mapping } from "./file.js";
 export { checkRange, coerce, coerceValue, envName } from "./coerce.js";
 export type { Scalar, Value } from "./coerce.js";
