@@ -17,7 +17,7 @@ import { openWal } from "@sieve/queue";
 import type { LocalWal } from "@sieve/queue";
 import { waitFor } from "@sieve/queue/testing";
 import { FsObjectStore, S3ObjectStore, StorageError } from "@sieve/storage";
-import type { ObjectStore } from "@sieve/storage";
+import type { ObjectStore, WriteCondition } from "@sieve/storage";
 import Fastify from "fastify";
 import type { FastifyInstance } from "fastify";
 import { Registry } from "prom-client";
@@ -98,6 +98,9 @@ function failingPuts(
     head: (key: string) => inner.head(key),
     list: (prefix: string) => inner.list(prefix),
     delete: (key: string) => inner.delete(key),
+    getTagged: (key: string) => inner.getTagged(key),
+    putIf: (key: string, data: Uint8Array, condition: WriteCondition) =>
+      inner.putIf(key, data, condition),
     put: (key: string, data: Uint8Array) => {
       wrapper.puts++;
       const error = fail();
