@@ -1,10 +1,10 @@
 /**
  * `pnpm --filter @sieve/ingester bench:flush`: the cost of one partition flush's writes
- * (chunks, bloom block, manifest, ownership fence, index segments), measured alone: K small
- * flushes of one partition in a row (16 streams of one 4 KB chunk each, as idle heads are
- * cut), on the file-system store and, when S3_ENDPOINT is set, on S3 (MinIO). What the
- * ownership fence adds to a flush is one small conditional write; this shows it against
- * everything else a flush writes.
+ * (chunks, bloom block, manifest, ownership decision, index segments), measured alone: K
+ * small flushes of one partition in a row (16 streams of one small chunk each, as idle heads
+ * are cut), on the file-system store and, when S3_ENDPOINT is set, on S3 (MinIO), half of
+ * them with the decision and half without. What the fence adds to a flush is one small
+ * conditional write; this shows it against everything else a flush writes.
  *
  *   BENCH_FLUSHES (default 200), BENCH_STREAMS (default 16)
  */
@@ -19,7 +19,7 @@ import { FsObjectStore, S3ObjectStore } from "@sieve/storage";
 import type { ObjectStore } from "@sieve/storage";
 import pino from "pino";
 import { writeFlush } from "../src/flush.js";
-import type { FlushJob, FlushStream } from "../src/flush.js";
+import type { FlushFence, FlushJob, FlushStream } from "../src/flush.js";
 import { claimPartition } from "../src/ownership.js";
 import type { FlushRef } from "../src/ownership.js";
 
@@ -64,47 +64,84 @@ function job(k: number): FlushJob {
   };
 }
 
-/** Counts the store's requests by kind while it passes them on. */
-function counting(inner: ObjectStore): { store: ObjectStore; counts: Map<string, number> } {
+/** Counts the store's requests by kind, and the time spent in them, while it passes them on. */
+function counting(inner: ObjectStore): {
+  store: ObjectStore;
+  counts: Map<string, number>;
+  ms: Map<string, number>;
+} {
   const counts = new Map<string, number>();
-  const count = (kind: string): void => void counts.set(kind, (counts.get(kind) ?? 0) + 1);
-  const store: ObjectStore = {
-    get: (k, o) => (count("get"), inner.get(k, o)),
-    getRange: (k, a, b, o) => (count("getRange"), inner.getRange(k, a, b, o)),
-    head: (k, o) => (count("head"), inner.head(k, o)),
-    put: (k, d, o) => (count("put"), inner.put(k, d, o)),
-    getTagged: (k, o) => (count("getTagged"), inner.getTagged(k, o)),
-    putIf: (k, d, c, o) => (count("putIf"), inner.putIf(k, d, c, o)),
-    list: (p, o) => (count("list"), inner.list(p, o)),
-    delete: (k, o) => (count("delete"), inner.delete(k, o)),
+  const ms = new Map<string, number>();
+  const timed = async <T>(kind: string, call: () => Promise<T>): Promise<T> => {
+    counts.set(kind, (counts.get(kind) ?? 0) + 1);
+    const started = performance.now();
+    try {
+      return await call();
+    } finally {
+      ms.set(kind, (ms.get(kind) ?? 0) + performance.now() - started);
+    }
   };
-  return { store, counts };
+  const store: ObjectStore = {
+    get: (k, o) => timed("get", () => inner.get(k, o)),
+    getRange: (k, a, b, o) => timed("getRange", () => inner.getRange(k, a, b, o)),
+    head: (k, o) => timed("head", () => inner.head(k, o)),
+    put: (k, d, o) => timed("put", () => inner.put(k, d, o)),
+    getTagged: (k, o) => timed("getTagged", () => inner.getTagged(k, o)),
+    putIf: (k, d, c, o) => timed("putIf", () => inner.putIf(k, d, c, o)),
+    list: (p, o) => timed("list", () => inner.list(p, o)),
+    delete: (k, o) => timed("delete", () => inner.delete(k, o)),
+  };
+  return { store, counts, ms };
 }
 
+/** Mean, median and 95th percentile of `xs`, in ms. */
+function summary(xs: number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  const mean = s.reduce((a, b) => a + b, 0) / s.length;
+  const p = (q: number): string => s[Math.min(s.length - 1, Math.floor(s.length * q))]!.toFixed(2);
+  return `${mean.toFixed(2)} | ${p(0.5)} | ${p(0.95)}`;
+}
+
+/**
+ * Flushes with the decision and without it (a fence that decides nothing: the flush path
+ * before ownership records), alternating in blocks of ten so that the load of a shared
+ * machine falls on both alike.
+ */
 async function measure(name: string, inner: ObjectStore): Promise<void> {
   const jobs = Array.from({ length: FLUSHES }, (_, k) => job(k));
-  const { store, counts } = counting(inner);
+  const { store, counts, ms } = counting(inner);
   const owner = await claimPartition(store, 0, "bench", logger);
   // Every earlier flush committed, as when the queue keeps up: the record lists one flush.
-  const fence = { epoch: owner.epoch, decide: (ref: FlushRef) => owner.decide(ref, ref.maxOffset) };
+  const fenced: FlushFence = {
+    epoch: owner.epoch,
+    decide: (ref: FlushRef) => owner.decide(ref, ref.maxOffset),
+  };
+  const unfenced: FlushFence = { epoch: owner.epoch, decide: () => Promise.resolve([]) };
   counts.clear();
-  const times: number[] = [];
-  for (const j of jobs) {
+  ms.clear();
+  const times = { fenced: [] as number[], unfenced: [] as number[] };
+  for (let k = 0; k < jobs.length; k++) {
+    const variant = Math.floor(k / 10) % 2 === 0 ? "fenced" : "unfenced";
     const started = performance.now();
-    await writeFlush(j, store, "bench", fence, 8);
-    times.push(performance.now() - started);
+    await writeFlush(jobs[k]!, store, "bench", variant === "fenced" ? fenced : unfenced, 8);
+    times[variant].push(performance.now() - started);
   }
-  times.sort((a, b) => a - b);
-  const mean = times.reduce((a, b) => a + b, 0) / times.length;
-  const per = [...counts].map(([k, n]) => `${k} ${(n / FLUSHES).toFixed(2)}`).join(", ");
-  console.log(
-    `| ${name} | ${FLUSHES} | ${mean.toFixed(2)} | ${times[times.length >> 1]!.toFixed(2)} | ${times[Math.floor(times.length * 0.95)]!.toFixed(2)} | ${per} |`,
-  );
+  const decisions = counts.get("putIf") ?? 0;
+  // The decision is the flush's only conditional write, and nothing runs beside it.
+  const decision = (ms.get("putIf") ?? 0) / decisions;
+  const puts = (counts.get("put") ?? 0) / jobs.length;
+  for (const variant of ["unfenced", "fenced"] as const) {
+    console.log(
+      `| ${name} | ${variant === "fenced" ? "with" : "without"} | ${times[variant].length} | ${summary(times[variant])} | ${variant === "fenced" ? decision.toFixed(2) : "-"} | put ${puts}${variant === "fenced" ? ", putIf 1" : ""} |`,
+    );
+  }
 }
 
 console.log(`${STREAMS} streams a flush, one 40-line chunk each\n`);
-console.log("| store | flushes | mean ms | median ms | p95 ms | requests per flush |");
-console.log("| --- | --- | --- | --- | --- | --- |");
+console.log(
+  "| store | decision | flushes | mean ms | median ms | p95 ms | decision ms (mean) | requests per flush |",
+);
+console.log("| --- | --- | --- | --- | --- | --- | --- | --- |");
 const dir = await mkdtemp(join(tmpdir(), "sieve-bench-flush-"));
 try {
   await measure("file system", new FsObjectStore(dir));

@@ -7,6 +7,7 @@
  *   2. bloom blocks             (one per tenant, many series each)
  *   3. the flush manifest       (_ingester/partitions/<p>/<epoch>-<seq>: segment keys and
  *                                bytes, per-stream offsets)
+ *      (1, 2 and 3 are written concurrently: nothing reads any of them before 4)
  *   4. the decision             (one conditional write of _ingester/owners/<p>, ownership.ts:
  *                                refused if another ingester claimed the partition)
  *   5. index segments           (now the chunks are visible to queriers)
@@ -422,7 +423,6 @@ export async function writeFlush(
       chunkBytes += c.encoded.bytes.length;
     }
   }
-  await mapLimit(chunkWrites, writeConcurrency, ({ key, bytes }) => store.put(key, bytes));
 
   const byTenant = new Map<string, FlushStream[]>();
   for (const s of job.streams) {
@@ -495,7 +495,6 @@ export async function writeFlush(
       });
     }
   }
-  await mapLimit(bloomWrites, writeConcurrency, ({ key, bytes }) => store.put(key, bytes));
 
   const streams: ManifestStream[] = job.streams.map((s) => ({
     tenant: s.tenant,
@@ -515,7 +514,9 @@ export async function writeFlush(
   };
   const key = manifestKey(job.partition, fence.epoch, job.seq);
   const maxOffset = manifestMaxOffset(manifest);
-  await store.put(key, encodeManifest(manifest));
+  // Steps 1–3 at once: only the decision has to wait for all three (see the top).
+  const writes = [{ key, bytes: encodeManifest(manifest) }, ...chunkWrites, ...bloomWrites];
+  await mapLimit(writes, writeConcurrency, ({ key: k, bytes }) => store.put(k, bytes));
   const dropped = await fence.decide({ epoch: fence.epoch, seq: job.seq, maxOffset });
   await mapLimit(segments, writeConcurrency, ({ key: k, bytes }) => store.put(k, bytes));
   if (metrics !== undefined) {
