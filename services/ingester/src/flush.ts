@@ -202,7 +202,7 @@ export class Flusher {
         } while (flushAgain(p) && !p.fenced);
       } catch (error) {
         // Not this ingester's partition any more: nothing of it is left to flush or commit.
-        if (!(error instanceof IngesterError && error.code === "fenced")) throw error;
+        if (!isFenced(error)) throw error;
         this.fence(p, error, "decide");
       } finally {
         p.flushing = undefined;
@@ -241,6 +241,7 @@ export class Flusher {
     p.patterns = undefined;
     p.pendingBytes = 0;
     this.deps.metrics.flushesFenced.inc({ at });
+    // Failures of its earlier flushes (a slow store) no longer concern this ingester.
     this.deps.health.recovered(p.partition, ["flush"]);
     this.deps.logger.warn(
       { partition: p.partition, epoch: p.owner.epoch, chunksDropped: chunks, err: error },
@@ -331,6 +332,8 @@ export class Flusher {
           minBackoffMs: 100,
           maxBackoffMs: config.flushRetryMaxBackoffMs,
           onFailure: (error, attempt, retrying) => {
+            // Fenced is not a failure of this ingester: it is counted where it is handled.
+            if (isFenced(error)) return;
             metrics.flushFailures.inc();
             health.failed("flush", p.partition, error, retrying, attempt);
           },
@@ -344,7 +347,7 @@ export class Flusher {
     } catch (error) {
       // Final: the job's chunks stay in memory (queries still read them) and nothing is
       // committed past them, so a restart replays their records; /ready says why.
-      if (!isRetriable(error) && !(error instanceof IngesterError && error.code === "fenced")) {
+      if (!isRetriable(error) && !isFenced(error)) {
         p.flushHalted = error instanceof Error ? error : new Error(String(error));
       }
       metrics.flushDuration.observe({ outcome: "failed" }, (performance.now() - started) / 1000);
@@ -382,6 +385,11 @@ export class Flusher {
       p.skipMax = -1;
     }
   }
+}
+
+/** Whether `error` is a refused decision (ownership.ts): another ingester owns the partition. */
+function isFenced(error: unknown): boolean {
+  return error instanceof IngesterError && error.code === "fenced";
 }
 
 /** Makes the segment/bloom id of a job: time-sorted, unique per writer. */
