@@ -187,9 +187,6 @@ async function once(batches: ConsumedBatch[], setup: Setup): Promise<Run> {
       config: {
         ...DEFAULT_CONFIG,
         flushCheckIntervalMs: 3_600_000,
-        // This in-memory queue has no other owner to hand partitions over from: without
-        // this the 2 s Kafka handover wait was most of every run (14 MB/s instead of 40+).
-        handoverDelayMs: 0,
         blooms: {
           ...DEFAULT_CONFIG.blooms,
           bloomsEnabled: setup.blooms,

@@ -84,17 +84,6 @@ export interface IngesterConfig {
    * been consumed: at most this long, then it answers 503.
    */
   readonly flushAllWaitMs: number;
-  /**
-   * At partition assignment, how long an incomplete flush manifest of another ingester may
-   * take to complete (from its creation) before it is rolled back: the old owner may still
-   * be flushing the partition it just lost.
-   */
-  readonly recoveryGraceMs: number;
-  /**
-   * On a Kafka rebalance, how long to wait before recovering a partition another ingester
-   * gave up, so its revocation flush can write its manifest first (not with the local log).
-   */
-  readonly handoverDelayMs: number;
   /** A series bloom whose bit arrays would pass this is dropped and recorded as `too_large`. */
   readonly maxBloomBytes: number;
   /** Entries one query may return when its limit is 0 (or above this): more is `too_many_entries`. */
@@ -136,8 +125,6 @@ export const DEFAULT_CONFIG: IngesterConfig = {
   flushRetryMaxBackoffMs: 30_000,
   maxPendingFlushBytes: 64 * 1024 * 1024,
   flushAllWaitMs: 300_000,
-  recoveryGraceMs: 30_000,
-  handoverDelayMs: 2000,
   maxBloomBytes: 4 * 1024 * 1024,
   maxEntriesPerQuery: 100_000,
   maxSeriesPerQuery: 10_000,
@@ -188,8 +175,6 @@ const RANGES: Record<string, readonly [number, number]> = {
   flushRetryMaxBackoffMs: [1, 3_600_000],
   maxPendingFlushBytes: [1024, 2 ** 40],
   flushAllWaitMs: [0, 3_600_000],
-  recoveryGraceMs: [0, 3_600_000],
-  handoverDelayMs: [0, 600_000],
   maxBloomBytes: [64, 1024 * 1024 * 1024],
   maxEntriesPerQuery: [1, 100_000_000],
   maxSeriesPerQuery: [1, 100_000_000],
@@ -236,10 +221,6 @@ const SCHEMA = defineSchema({
       "cut chunks of one partition waiting for their flush past which its consumption waits",
     flushAllWaitMs:
       "`POST /flush` first waits until the records acknowledged before it are consumed: at most this long, then it answers 503",
-    recoveryGraceMs:
-      "at assignment, how long another ingester's incomplete flush manifest may take to complete before it is rolled back",
-    handoverDelayMs:
-      "Kafka rebalance: wait before recovering a partition another ingester gave up, so its revocation flush is done",
     maxBloomBytes: "a series bloom past this is dropped and recorded as missing (`too_large`)",
     maxEntriesPerQuery:
       "entries one ingester query may return (`limit` 0 included): more is `too_many_entries`",

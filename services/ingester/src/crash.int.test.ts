@@ -4,62 +4,25 @@
  * store must be consistent (every chunk the index shows exists, decodes, passes its bloom,
  * and no line is stored twice); at the end every acknowledged line is stored exactly once.
  */
-import { spawn } from "node:child_process";
-import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
 import { KafkaQueueWriter } from "@sieve/queue";
 import { kafkaBrokers, uniqueName, waitFor } from "@sieve/queue/testing";
 import { FsObjectStore, S3ObjectStore } from "@sieve/storage";
 import type { ObjectStore } from "@sieve/storage";
 import { describe, expect, it } from "vitest";
+import { spawnChild } from "./child.test-helper.js";
+import type { Child } from "./child.test-helper.js";
 import { lineCounts, readStore, record } from "./harness.test-helper.js";
 import type { TestEntry } from "./harness.test-helper.js";
 
-const here = dirname(fileURLToPath(import.meta.url));
 const PARTITIONS = 3;
 const TENANTS = ["crash-a", "crash-b"];
 const STREAMS = [`{app="api"}`, `{app="web", env="prod"}`, `{app="db"}`];
 const T0 = BigInt(Date.now()) * 1_000_000n;
-
-interface Child {
-  readonly process: ChildProcess;
-  readonly url: string;
-  readonly exited: Promise<number | null>;
-}
-
-async function spawnChild(env: Record<string, string>): Promise<Child> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(here, "crash.test-child.ts")], {
-    cwd: join(here, ".."),
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const exited = new Promise<number | null>((resolve) => {
-    child.on("exit", (code) => {
-      resolve(code);
-    });
-  });
-  let stderr = "";
-  child.stderr.on("data", (d: Buffer) => {
-    stderr += d.toString();
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /listening (\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    void exited.then((code) => {
-      reject(new Error(`child exited ${code} before listening: ${stderr}`));
-    });
-  });
-  return { process: child, url, exited };
-}
 
 async function kill(child: Child): Promise<void> {
   child.process.kill("SIGKILL");

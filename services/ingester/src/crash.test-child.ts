@@ -10,6 +10,10 @@
  *   CRASH_STORE=s3     S3_ENDPOINT, CRASH_BUCKET (credentials from the environment)
  *   CRASH_PARTITIONS   partition count
  *   CRASH_WORKERS      ingester worker threads (default 0: the ingester on the main thread)
+ *   CRASH_INSTANCE_ID  the ingester's instanceId (default test-ingester)
+ *   CRASH_CHUNK_IDLE_MS, CRASH_CHUNK_MAX_AGE_MS, CRASH_CHUNK_TARGET_BYTES  when heads
+ *                      are cut (default 40 ms, 150 ms, 1 KB: kills land inside flushes;
+ *                      larger ones keep lines in the heads)
  * SIGTERM stops gracefully (flush, commit) and exits 0.
  */
 import Fastify from "fastify";
@@ -48,10 +52,11 @@ const registry = new Registry();
 const workers = Number(env.CRASH_WORKERS ?? "0");
 const config = testConfig({
   workers,
-  chunkTargetBytes: 1024,
+  ...(env.CRASH_INSTANCE_ID !== undefined && { instanceId: env.CRASH_INSTANCE_ID }),
+  chunkTargetBytes: Number(env.CRASH_CHUNK_TARGET_BYTES ?? "1024"),
   chunkBlockBytes: 512,
-  chunkIdleMs: 40,
-  chunkMaxAgeMs: 150,
+  chunkIdleMs: Number(env.CRASH_CHUNK_IDLE_MS ?? "40"),
+  chunkMaxAgeMs: Number(env.CRASH_CHUNK_MAX_AGE_MS ?? "150"),
   flushCheckIntervalMs: 20,
   flushWriteConcurrency: 2,
 });

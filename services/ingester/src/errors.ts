@@ -30,6 +30,9 @@ export const INGESTER_ERRORS = defineErrors({
   unknown_partition: { status: 500, message: "batch of a partition this ingester does not own" },
   upstream: { status: 502, message: "an ingester answered with an error" },
   corrupt_manifest: { status: 500, message: "flush manifest is damaged" },
+  // A flush refused by the partition's ownership record (ownership.ts): another ingester
+  // claimed the partition since this one did.
+  fenced: { status: 409, message: "another ingester owns the partition now" },
 });
 
 /** A code of {@link INGESTER_ERRORS}. */

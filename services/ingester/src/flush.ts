@@ -5,17 +5,21 @@
  *
  *   1. chunk objects            (content-addressed: writing one twice is harmless)
  *   2. bloom blocks             (one per tenant, many series each)
- *   3. the flush manifest       (_ingester/partitions/<p>/<seq>: segment keys + per-stream offsets)
- *   4. index segments           (now the chunks are visible to queriers)
- *   5. commit the queue offset  (`Flusher.commit`)
+ *   3. the flush manifest       (_ingester/partitions/<p>/<epoch>-<seq>: segment keys and
+ *                                bytes, per-stream offsets)
+ *      (1, 2 and 3 are written concurrently: nothing reads any of them before 4)
+ *   4. the decision             (one conditional write of _ingester/owners/<p>, ownership.ts:
+ *                                refused if another ingester claimed the partition)
+ *   5. index segments           (now the chunks are visible to queriers)
+ *   6. commit the queue offset  (`Flusher.commit`)
  *
- * A reader never sees an index entry whose chunk or bloom is missing (1, 2 before 4). A
- * crash before 3 leaves only unreferenced objects; the records are replayed. A crash
- * between 3 and 5 leaves a manifest that `recoverPartition` (recovery.ts) reads when the
- * partition is assigned again: if every segment it lists exists, the flush happened and
- * replayed records of its streams up to its offsets are skipped; if not, the segments that
- * exist are deleted (the records are still in the queue, uncommitted) and everything is
- * replayed.
+ * A reader never sees an index entry whose chunk or bloom is missing (1, 2 before 5). A
+ * crash before 4 leaves only unreferenced objects and an undecided manifest; the records
+ * are replayed. After 4 the flush is decided: whoever claims the partition next
+ * (`recoverPartition`, recovery.ts) skips its streams' replayed records up to its offsets,
+ * and writes its segments from the manifest if they are missing. A flush refused at 4
+ * (fenced: this ingester was paused or slow past its revocation, and the partition moved)
+ * makes nothing visible and commits nothing; the partition's state is dropped.
  */
 import type { EncodedChunk } from "@sieve/chunk";
 import { chunkKey } from "@sieve/chunk";
@@ -43,15 +47,30 @@ import type { IngesterConfig } from "./config.js";
 import type { FlushReason } from "./head.js";
 import { asRetryable } from "./health.js";
 import type { Health } from "./health.js";
+import { IngesterError } from "./errors.js";
 import { encodeManifest, manifestKey, manifestMaxOffset } from "./manifest.js";
 import type { FlushManifest, ManifestStream } from "./manifest.js";
+import type { FlushRef } from "./ownership.js";
 import type { IngesterMetrics } from "./metrics.js";
 import { cutHead, evictIfEmpty, flushAgain, safeOffset } from "./partitions.js";
 import type { PartitionState } from "./partitions.js";
 import { streamKey } from "./stream.js";
 
 /** What the flush needs of an object store. */
-export type FlushStore = Pick<ObjectStore, "put" | "get" | "head" | "list" | "delete">;
+export type FlushStore = Pick<
+  ObjectStore,
+  "put" | "get" | "head" | "list" | "delete" | "getTagged" | "putIf"
+>;
+
+/**
+ * What a flush needs of its partition's ownership (ownership.ts `PartitionOwner`): the
+ * epoch its manifest is written under, and the decision, which throws `fenced` when the
+ * partition was claimed by another ingester and answers the flushes it stopped listing.
+ */
+export interface FlushFence {
+  readonly epoch: number;
+  decide(ref: FlushRef): Promise<readonly FlushRef[]>;
+}
 
 /** A head chunk after its cut: encoded, with the queue offsets its entries came from. */
 export interface CutChunk {
@@ -86,6 +105,8 @@ export interface FlushJob {
 export interface FlushResult {
   readonly manifestKey: string;
   readonly maxOffset: number;
+  /** Decided flushes the decision stopped listing (committed past): their manifests go. */
+  readonly dropped: readonly FlushRef[];
   readonly chunks: number;
   readonly chunkBytes: number;
   readonly bloomBytes: number;
@@ -148,7 +169,7 @@ export class Flusher {
     const now = this.deps.now();
     const work: Promise<void>[] = [];
     for (const p of partitions.values()) {
-      if (p.revoked || p.flushHalted !== undefined) continue;
+      if (p.revoked || p.fenced || p.flushHalted !== undefined) continue;
       for (const s of p.streams.values()) {
         const h = s.head;
         if (h === undefined || h.entryCount === 0) continue;
@@ -166,6 +187,7 @@ export class Flusher {
   flushPartition(p: PartitionState): Promise<void> {
     // Stopped on a non-retriable error: nothing is committed past it until a restart.
     if (p.flushHalted !== undefined) return Promise.reject(p.flushHalted);
+    if (p.fenced) return Promise.resolve();
     if (p.flushing !== undefined) {
       p.again = true;
       return p.flushing;
@@ -177,7 +199,11 @@ export class Flusher {
           const job = this.makeJob(p);
           if (job !== undefined) await this.runJob(p, job);
           await this.commit(p);
-        } while (flushAgain(p));
+        } while (flushAgain(p) && !p.fenced);
+      } catch (error) {
+        // Not this ingester's partition any more: nothing of it is left to flush or commit.
+        if (!isFenced(error)) throw error;
+        this.fence(p, error, "decide");
       } finally {
         p.flushing = undefined;
       }
@@ -186,18 +212,42 @@ export class Flusher {
     return p.flushing;
   }
 
-  /** Deletes the partition's manifests wholly below `offset` (nothing at or below them is replayed). */
-  async deleteManifestsBelow(p: PartitionState, offset: number): Promise<void> {
-    const done = p.kept.filter((m) => m.maxOffset < offset);
-    if (done.length === 0) return;
-    p.kept = p.kept.filter((m) => m.maxOffset >= offset);
+  /** Deletes the manifests of flushes the ownership record no longer lists (best effort). */
+  private async deleteManifests(p: PartitionState, refs: readonly FlushRef[]): Promise<void> {
+    if (refs.length === 0) return;
     try {
-      await mapLimit(done, this.deps.config.flushWriteConcurrency, (m) =>
-        this.deps.store.delete(m.key),
+      await mapLimit(refs, this.deps.config.flushWriteConcurrency, (r) =>
+        this.deps.store.delete(manifestKey(p.partition, r.epoch, r.seq)),
       );
     } catch (error) {
+      // Left behind: the next owner's recovery deletes them (they are not listed).
       this.deps.logger.warn({ partition: p.partition, err: error }, "manifest deletion failed");
     }
+  }
+
+  /**
+   * Another ingester claimed the partition (its flush was refused): drops what this one
+   * holds of it, uncommitted, so the new owner's replay is the only copy. The state stays
+   * (fenced) until the consumer revokes or assigns the partition again, so batches still
+   * delivered meanwhile are ignored.
+   */
+  private fence(p: PartitionState, error: unknown, at: "decide" | "commit"): void {
+    if (p.fenced) return;
+    p.fenced = true;
+    let chunks = 0;
+    for (const s of p.streams.values()) chunks += s.pending.length + s.flushing.length;
+    p.streams.clear();
+    p.instances.clear();
+    p.patterns = undefined;
+    p.pendingBytes = 0;
+    this.deps.metrics.flushesFenced.inc({ at });
+    // Failures of its earlier flushes (a slow store) no longer concern this ingester.
+    this.deps.health.recovered(p.partition, ["flush"]);
+    this.deps.logger.warn(
+      { partition: p.partition, epoch: p.owner.epoch, chunksDropped: chunks, err: error },
+      "flush fenced: another ingester owns the partition now; its state is dropped uncommitted",
+    );
+    this.updateGauges();
   }
 
   /** Sets the gauges of what is in memory: open heads, chunks cut and flushing. */
@@ -232,7 +282,7 @@ export class Flusher {
     const createdMs = this.deps.now();
     return {
       partition: p.partition,
-      seq: p.nextSeq++,
+      seq: p.owner.takeSeq(),
       streams,
       id: flushId(this.deps.idWriter, createdMs, this.idSequence++),
       createdMs,
@@ -240,7 +290,8 @@ export class Flusher {
   }
 
   private async runJob(p: PartitionState, job: FlushJob): Promise<void> {
-    await this.flushSlots(() => this.writeJob(p, job));
+    const dropped = await this.flushSlots(() => this.writeJob(p, job));
+    await this.deleteManifests(p, dropped);
     for (const fs of job.streams) {
       const s = p.streams.get(streamKey(fs.tenant, fs.fingerprint));
       if (s === undefined) continue;
@@ -251,9 +302,14 @@ export class Flusher {
   }
 
   /** Writes a job (holding a flush slot), retrying while the store may come back. */
-  private async writeJob(p: PartitionState, job: FlushJob): Promise<void> {
+  private async writeJob(p: PartitionState, job: FlushJob): Promise<readonly FlushRef[]> {
     const { config, metrics, health, logger } = this.deps;
     const started = performance.now();
+    // Read as the flush decides: its decision drops the flushes committed past by then.
+    const fence: FlushFence = {
+      epoch: p.owner.epoch,
+      decide: (ref) => p.owner.decide(ref, p.committed),
+    };
     try {
       // Retried with exponential backoff and jitter while the store may come back; a
       // programming error or a request the store refuses is final (see health.ts).
@@ -264,6 +320,7 @@ export class Flusher {
               job,
               this.deps.store,
               config.instanceId,
+              fence,
               config.flushWriteConcurrency,
               metrics,
             );
@@ -275,20 +332,22 @@ export class Flusher {
           minBackoffMs: 100,
           maxBackoffMs: config.flushRetryMaxBackoffMs,
           onFailure: (error, attempt, retrying) => {
+            // Fenced is not a failure of this ingester: it is counted where it is handled.
+            if (isFenced(error)) return;
             metrics.flushFailures.inc();
             health.failed("flush", p.partition, error, retrying, attempt);
           },
         },
       );
       health.recovered(p.partition, ["flush"]);
-      p.kept.push({ key: result.manifestKey, maxOffset: result.maxOffset });
       metrics.flushDuration.observe({ outcome: "ok" }, (performance.now() - started) / 1000);
       const reasons = metrics.flushed(job.streams);
       logger.debug({ partition: p.partition, seq: job.seq, ...result, reasons }, "flushed");
+      return result.dropped;
     } catch (error) {
       // Final: the job's chunks stay in memory (queries still read them) and nothing is
       // committed past them, so a restart replays their records; /ready says why.
-      if (!isRetriable(error)) {
+      if (!isRetriable(error) && !isFenced(error)) {
         p.flushHalted = error instanceof Error ? error : new Error(String(error));
       }
       metrics.flushDuration.observe({ outcome: "failed" }, (performance.now() - started) / 1000);
@@ -296,30 +355,41 @@ export class Flusher {
     }
   }
 
-  /** Commits the partition's safe offset if it moved, then deletes manifests below it. */
+  /**
+   * Commits the partition's safe offset if it moved. While the partition is being revoked,
+   * first asks the ownership record whether it is still this ingester's: kafkajs may have
+   * rejoined the group already, so the broker would take a commit that lands after the new
+   * owner's and move the offset back under it.
+   */
   private async commit(p: PartitionState): Promise<void> {
-    if (p.nextOffset < 0) return;
+    if (p.nextOffset < 0 || p.fenced) return;
     const offset = safeOffset(p);
     if (offset > p.committed) {
+      if (p.revoked && !(await p.owner.stillOwner())) {
+        const error = new IngesterError(
+          "fenced",
+          `partition ${p.partition} claimed while revoking`,
+        );
+        this.fence(p, error, "commit");
+        return;
+      }
       await this.deps.commit(p.partition, offset);
       p.committed = offset;
     }
     this.deps.metrics.queueLag.set({ partition: String(p.partition) }, p.nextOffset - p.committed);
     // Streams with nothing in memory go (their bloom builder too): what a replay needs to
-    // stay exactly-once is the partition's skip map and manifests, not the stream state.
+    // stay exactly-once is the partition's skip map and decided flushes, not the stream state.
     for (const s of [...p.streams.values()]) evictIfEmpty(p, s);
     if (p.skipMax >= 0 && p.committed > p.skipMax) {
       p.skip = new Map();
       p.skipMax = -1;
     }
-    // Not after a revocation: Kafka may hand the partition out again (even back to us) from
-    // the commit before this one, as the new assignment's start offsets can be fetched while
-    // this commit is in flight; its replay then needs the manifests. The next owner deletes
-    // them once it sees where it resumed (deleteManifestsBelow).
-    // A graceful stop commits while still a member (the consumer revokes before leaving), so
-    // its commit is where the next owner resumes.
-    if (!p.revoked || this.deps.stopping()) await this.deleteManifestsBelow(p, p.committed);
   }
+}
+
+/** Whether `error` is a refused decision (ownership.ts): another ingester owns the partition. */
+function isFenced(error: unknown): boolean {
+  return error instanceof IngesterError && error.code === "fenced";
 }
 
 /** Makes the segment/bloom id of a job: time-sorted, unique per writer. */
@@ -333,13 +403,15 @@ function bloomBlockKey(tenant: string, nowMs: number, id: string): string {
 }
 
 /**
- * Writes steps 1–4 of a job (see the top of this file). Idempotent: every key is fixed by
- * the job, so a retry after a failure rewrites the same objects.
+ * Writes steps 1–5 of a job (see the top of this file). Idempotent: every key is fixed by
+ * the job, so a retry after a failure rewrites the same objects (and a decision already
+ * made is not made again). Throws `fenced` when the decision is refused.
  */
 export async function writeFlush(
   job: FlushJob,
   store: FlushStore,
   writer: string,
+  fence: FlushFence,
   writeConcurrency: number,
   metrics?: IngesterMetrics,
 ): Promise<FlushResult> {
@@ -359,7 +431,6 @@ export async function writeFlush(
       chunkBytes += c.encoded.bytes.length;
     }
   }
-  await mapLimit(chunkWrites, writeConcurrency, ({ key, bytes }) => store.put(key, bytes));
 
   const byTenant = new Map<string, FlushStream[]>();
   for (const s of job.streams) {
@@ -432,7 +503,6 @@ export async function writeFlush(
       });
     }
   }
-  await mapLimit(bloomWrites, writeConcurrency, ({ key, bytes }) => store.put(key, bytes));
 
   const streams: ManifestStream[] = job.streams.map((s) => ({
     tenant: s.tenant,
@@ -441,15 +511,21 @@ export async function writeFlush(
   }));
   const manifest: FlushManifest = {
     partition: job.partition,
+    epoch: fence.epoch,
     seq: job.seq,
     writer,
     createdMs: job.createdMs,
     segments: segments.map((s) => s.key),
+    segmentBytes: segments.map((s) => s.bytes),
     blooms,
     streams,
   };
-  const key = manifestKey(job.partition, job.seq);
-  await store.put(key, encodeManifest(manifest));
+  const key = manifestKey(job.partition, fence.epoch, job.seq);
+  const maxOffset = manifestMaxOffset(manifest);
+  // Steps 1–3 at once: only the decision has to wait for all three (see the top).
+  const writes = [{ key, bytes: encodeManifest(manifest) }, ...chunkWrites, ...bloomWrites];
+  await mapLimit(writes, writeConcurrency, ({ key: k, bytes }) => store.put(k, bytes));
+  const dropped = await fence.decide({ epoch: fence.epoch, seq: job.seq, maxOffset });
   await mapLimit(segments, writeConcurrency, ({ key: k, bytes }) => store.put(k, bytes));
   if (metrics !== undefined) {
     metrics.bloomBytes.inc(bloomBytes);
@@ -457,7 +533,8 @@ export async function writeFlush(
   }
   return {
     manifestKey: key,
-    maxOffset: manifestMaxOffset(manifest),
+    maxOffset,
+    dropped,
     chunks: chunkWrites.length,
     chunkBytes,
     bloomBytes,

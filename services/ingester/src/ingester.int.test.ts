@@ -19,7 +19,8 @@ import { lineCounts, readStore, record, testConfig, testLogger } from "./harness
 import type { TestEntry } from "./harness.test-helper.js";
 import { createIngester } from "./http.js";
 import type { IngesterService } from "./http.js";
-import { manifestPrefix } from "./manifest.js";
+import { manifestKey, manifestPrefix } from "./manifest.js";
+import { decodeOwnerRecord, ownerKey } from "./ownership.js";
 
 const PARTITIONS = 4;
 const T0 = BigInt(Date.now()) * 1_000_000n;
@@ -71,6 +72,18 @@ async function metric(name: string, labels: Record<string, string> = {}): Promis
   return m
     .filter((v) => Object.entries(labels).every(([k, want]) => String(v.labels[k]) === want))
     .reduce((sum, v) => sum + v.value, 0);
+}
+
+/**
+ * Once everything is committed, a partition keeps at most the manifest of its newest flush
+ * (the next decision drops it), and it is the one its ownership record lists.
+ */
+async function expectOnlyNewestManifest(p: number): Promise<void> {
+  const listed = await store.list(manifestPrefix(p));
+  expect(listed.length).toBeLessThanOrEqual(1);
+  if (listed.length === 0) return;
+  const record = decodeOwnerRecord(await store.get(ownerKey(p)));
+  expect(record.flushes.map((f) => manifestKey(p, f.epoch, f.seq))).toEqual(listed);
 }
 
 describe("ingester on a write-ahead log and a file-system store", () => {
@@ -137,9 +150,9 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
     const b = await readStore(store, "team-b", T0 - 1n);
     expect(lineCounts(b).size).toBe(20);
-    // Committed past everything, manifests gone, nothing left in memory.
+    // Committed past everything, older manifests gone, nothing left in memory.
     for (let p = 0; p < PARTITIONS; p++) expect(wal.consumer.committed(p)).toBe(wal.endOffset(p));
-    for (let p = 0; p < PARTITIONS; p++) expect(await store.list(manifestPrefix(p))).toEqual([]);
+    for (let p = 0; p < PARTITIONS; p++) await expectOnlyNewestManifest(p);
     expect(
       await ingester.query({
         tenant: "team-a",
@@ -334,7 +347,7 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     expect(lineCounts(await readStore(store, "t", T0 - 1n)).size).toBe(7);
     for (let p = 0; p < PARTITIONS; p++) {
       expect(wal.consumer.committed(p)).toBe(wal.endOffset(p));
-      expect(await store.list(manifestPrefix(p))).toEqual([]);
+      await expectOnlyNewestManifest(p);
     }
   });
 

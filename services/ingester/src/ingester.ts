@@ -8,7 +8,6 @@
  */
 import { decodeQueueRecord } from "@sieve/proto";
 import type { IngesterPatternsRequest, PatternSeries, QueueRecord } from "@sieve/proto";
-import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, QueueConsumer, QueuePosition } from "@sieve/queue";
 import type { Logger } from "pino";
 import type { IngesterConfig } from "./config.js";
@@ -90,8 +89,6 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
   private running = false;
   private stopping = false;
   private timer: NodeJS.Timeout | undefined;
-  /** When this ingester last gave each partition up. */
-  private readonly revokedAt = new Map<number, number>();
   /** Whether the consumer's start resolved (every partition recovered, delivery running). */
   private consuming = false;
   /** Resolves the pending `start()` early when partition recovery fails (the store is down). */
@@ -109,15 +106,16 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
     this.now = deps.now ?? Date.now;
     this.health = new Health(deps.logger, deps.metrics);
     this.streamContext = { config: deps.config, metrics: deps.metrics };
+    const idWriter =
+      deps.worker === undefined
+        ? deps.config.instanceId
+        : `${deps.config.instanceId.slice(0, 56)}.w${deps.worker}`;
     this.recovery = {
       store: deps.store,
       logger: deps.logger,
       metrics: deps.metrics,
-      options: {
-        writer: deps.config.instanceId,
-        graceMs: deps.config.recoveryGraceMs,
-        now: this.now,
-      },
+      owner: idWriter,
+      now: this.now,
     };
     this.flusher = new Flusher({
       config: deps.config,
@@ -129,10 +127,7 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       metrics: deps.metrics,
       now: this.now,
       stopping: () => this.stopping,
-      idWriter:
-        deps.worker === undefined
-          ? deps.config.instanceId
-          : `${deps.config.instanceId.slice(0, 56)}.w${deps.worker}`,
+      idWriter,
     });
   }
 
@@ -249,7 +244,7 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       for (const [partition, { end, committed }] of positions) {
         const p = this.partitions.get(partition);
         // Another worker's partition, or handed over since: not this ingester's to wait for.
-        if (p === undefined || p.revoked) continue;
+        if (p === undefined || p.revoked || p.fenced) continue;
         const at = Math.max(p.nextOffset, p.committed, committed);
         if (at < end) out.push(`partition ${partition} at offset ${at} of ${end}`);
       }
@@ -271,25 +266,15 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
 
   // ---- partition ownership ---------------------------------------------------------
 
+  /**
+   * Claims and recovers newly assigned partitions (recovery.ts). No wait for the previous
+   * owner: its flushes are either decided before the claim (and read here) or refused after
+   * it. A partition held fenced (see flush.ts) is claimed again: it is this ingester's anew.
+   */
   private async assign(partitions: readonly number[]): Promise<void> {
-    // A partition another member just lost may still be being flushed by it (kafkajs rejoins
-    // while the old owner's revocation runs): give that flush time to write its manifest
-    // before reading the manifests. Partitions this ingester revoked itself are done (the
-    // consumer calls revoked before assigned), and the local log has no other owner.
-    const now = this.now();
-    const foreign = partitions.filter((p) => {
-      const at = this.revokedAt.get(p);
-      return at === undefined || now - at > this.config.handoverDelayMs;
-    });
-    if (
-      foreign.length > 0 &&
-      this.config.handoverDelayMs > 0 &&
-      !(this.consumer instanceof WalConsumer)
-    ) {
-      await new Promise((resolve) => setTimeout(resolve, this.config.handoverDelayMs));
-    }
     for (const partition of partitions) {
-      if (this.partitions.has(partition)) continue;
+      const held = this.partitions.get(partition);
+      if (held !== undefined && !held.fenced) continue;
       this.partitions.set(partition, await recoverAssigned(partition, this.recovery));
     }
   }
@@ -315,7 +300,6 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       }),
     );
     for (const p of states) {
-      this.revokedAt.set(p.partition, this.now());
       this.partitions.delete(p.partition);
       this.health.forget(p.partition);
       this.metrics.queueLag.remove({ partition: String(p.partition) });
@@ -332,15 +316,16 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       // Never drop a batch silently: the consumer stops the partition and says so.
       throw new IngesterError("unknown_partition", `partition ${batch.partition}`);
     }
-    if (p.revoked) return;
+    // Revoked, or fenced: another ingester replays these records.
+    if (p.revoked || p.fenced) return;
     const now = this.now();
     const touched = new Set<PartitionState>([p]);
     for (const rec of batch.records) {
       if (rec.offset < p.nextOffset) continue; // redelivered after a failed handler
       if (p.nextOffset < 0 && p.committed < 0) {
-        // The first record after assignment is at the offset the queue really resumed from.
+        // The first record after assignment is at the offset the queue really resumed from:
+        // the next decision drops the flushes wholly below it from the ownership record.
         p.committed = rec.offset;
-        void this.flusher.deleteManifestsBelow(p, rec.offset);
       }
       p.nextOffset = rec.offset + 1;
       this.metrics.recordsConsumed.inc();
@@ -385,7 +370,7 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
     );
     const waits: Promise<void>[] = [];
     for (const q of touched) {
-      if (q.pendingBytes === 0 || q.revoked) continue;
+      if (q.pendingBytes === 0 || q.revoked || q.fenced) continue;
       const flush = this.flusher.flushPartition(q);
       // Backpressure: stop consuming this partition while too much waits for its flush.
       if (q.pendingBytes > this.config.maxPendingFlushBytes) waits.push(flush);

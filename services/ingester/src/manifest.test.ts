@@ -5,17 +5,22 @@ import {
   decodeManifest,
   encodeManifest,
   manifestKey,
+  manifestId,
   manifestMaxOffset,
-  manifestSeq,
 } from "./manifest.js";
 import type { FlushManifest } from "./manifest.js";
 
 const sample: FlushManifest = {
   partition: 3,
+  epoch: 4,
   seq: 17,
   writer: "ingester-0",
   createdMs: 1_714_521_600_000,
-  segments: ["t/index/2024-05-01/001714521600000-ingester-0-00000001"],
+  segments: [
+    "t/index/2024-05-01/001714521600000-ingester-0-00000001",
+    "u/index/2024-05-01/001714521600000-ingester-0-00000001",
+  ],
+  segmentBytes: [new Uint8Array([1, 2, 3]), new Uint8Array(0)],
   blooms: ["t/blooms/2024-05-01/001714521600000-ingester-0-00000001"],
   streams: [
     { tenant: "t", fingerprint: 0xffffffffffffffffn, maxOffset: 41 },
@@ -32,10 +37,11 @@ describe("flush manifest", () => {
   it("round-trips arbitrary manifests", () => {
     const arb = fc.record({
       partition: fc.nat(4095),
+      epoch: fc.nat(),
       seq: fc.nat(),
       writer: fc.string(),
       createdMs: fc.nat(),
-      segments: fc.array(fc.string({ minLength: 1 })),
+      segments: fc.array(fc.tuple(fc.string({ minLength: 1 }), fc.uint8Array({ maxLength: 64 }))),
       blooms: fc.array(fc.string({ minLength: 1 })),
       streams: fc.array(
         fc.record({
@@ -46,7 +52,12 @@ describe("flush manifest", () => {
       ),
     });
     fc.assert(
-      fc.property(arb, (m) => {
+      fc.property(arb, ({ segments, ...rest }) => {
+        const m: FlushManifest = {
+          ...rest,
+          segments: segments.map(([key]) => key),
+          segmentBytes: segments.map(([, bytes]) => bytes),
+        };
         expect(decodeManifest(encodeManifest(m))).toEqual(m);
       }),
     );
@@ -66,11 +77,14 @@ describe("flush manifest", () => {
     }
   });
 
-  it("keys sort by seq and parse back", () => {
-    expect(manifestKey(2, 5)).toBe("_ingester/partitions/2/0000000000000005");
-    expect(manifestSeq(2, manifestKey(2, 123))).toBe(123);
-    expect(manifestSeq(3, manifestKey(2, 123))).toBeUndefined();
-    expect(manifestSeq(2, "_ingester/partitions/2/x")).toBeUndefined();
-    expect(manifestKey(1, 9) < manifestKey(1, 10)).toBe(true);
+  it("keys sort by epoch then seq and parse back", () => {
+    expect(manifestKey(2, 3, 5)).toBe("_ingester/partitions/2/0000000003-0000000005");
+    expect(manifestId(2, manifestKey(2, 7, 123))).toEqual({ epoch: 7, seq: 123 });
+    expect(manifestId(3, manifestKey(2, 7, 123))).toBeUndefined();
+    expect(manifestId(2, "_ingester/partitions/2/x")).toBeUndefined();
+    // A version-1 key (seq only) is not one of this version's.
+    expect(manifestId(2, "_ingester/partitions/2/0000000000000005")).toBeUndefined();
+    expect(manifestKey(1, 1, 9) < manifestKey(1, 1, 10)).toBe(true);
+    expect(manifestKey(1, 1, 99) < manifestKey(1, 2, 0)).toBe(true);
   });
 });

@@ -40,8 +40,17 @@ export class IngesterMetrics {
   readonly recordsDropped: Counter<"reason">;
   /** Records consumed but not yet committed, by partition: next offset − committed offset. */
   readonly queueLag: Gauge<"partition">;
-  /** Flush manifests found at start, by outcome (`complete`, `rolled_back`). */
+  /**
+   * Flush manifests found at partition assignment, by outcome: `complete` (decided, its
+   * records skipped on replay), `discarded` (undecided, its records replayed).
+   */
   readonly manifestsRecovered: Counter<"outcome">;
+  /**
+   * Flushes refused because another ingester claimed the partition (ownership.ts), by
+   * where: `decide` (the flush's decision was refused: nothing of it became visible) or
+   * `commit` (a revocation's commit skipped, the partition already claimed).
+   */
+  readonly flushesFenced: Counter<"at">;
   /** Failed deliveries and flushes, by stage and reason (a key of FAILURE_REASONS). */
   readonly failures: Counter<"stage" | "reason">;
   /** Ingester queries, by outcome (`ok`, `timeout`, `canceled`, `error`). */
@@ -171,6 +180,12 @@ export class IngesterMetrics {
       name: "sieve_ingester_manifests_recovered_total",
       help: "Flush manifests found at partition assignment, by outcome.",
       labelNames: ["outcome"],
+      registers,
+    });
+    this.flushesFenced = new Counter({
+      name: "sieve_ingester_flushes_fenced_total",
+      help: "Flushes refused because another ingester claimed the partition, by where.",
+      labelNames: ["at"],
       registers,
     });
     this.patternBytes = new Gauge({

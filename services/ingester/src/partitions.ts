@@ -1,9 +1,9 @@
 /**
  * What the ingester holds for each queue partition it owns: the partition's streams (by
  * key, and by tenant in instance.ts), where consumption and commits stand, and what
- * recovery found at assignment (streams to skip on replay, manifests to delete once the
- * commit passes them). The ingester (ingester.ts) creates a partition's state when the
- * partition is assigned (recovery.ts) and drops it when the partition is revoked.
+ * recovery found at assignment (streams to skip on replay, and the claim that decides its
+ * flushes). The ingester (ingester.ts) creates a partition's state when the partition is
+ * assigned (recovery.ts) and drops it when the partition is revoked or its flush is fenced.
  */
 import type { QueueRecord } from "@sieve/proto";
 import type { IngesterConfig } from "./config.js";
@@ -11,7 +11,8 @@ import type { FlushReason } from "./head.js";
 import { Instance } from "./instance.js";
 import type { InstanceContext } from "./instance.js";
 import { PatternStore } from "./patterns.js";
-import type { KeptManifest, Recovery } from "./recovery.js";
+import type { PartitionOwner } from "./ownership.js";
+import type { Recovery } from "./recovery.js";
 import type { Stream } from "./stream.js";
 
 /** One owned partition: its streams, offsets, recovery results and flush state. */
@@ -32,12 +33,17 @@ export interface PartitionState {
   committed: number;
   skip: Map<string, number>;
   skipMax: number;
-  kept: KeptManifest[];
-  nextSeq: number;
+  /** This ingester's claim of the partition: decides each flush, lists the decided ones. */
+  readonly owner: PartitionOwner;
   pendingBytes: number;
   flushing: Promise<void> | undefined;
   again: boolean;
   revoked: boolean;
+  /**
+   * Another ingester claimed the partition (a flush was refused): nothing more is appended,
+   * flushed or committed, until the consumer revokes it (or assigns it again).
+   */
+  fenced: boolean;
   /** A non-retriable flush error: the partition flushes no more until a restart. */
   flushHalted: Error | undefined;
 }
@@ -55,12 +61,12 @@ export function recoveredPartition(partition: number, r: Recovery): PartitionSta
     committed: -1,
     skip: r.skip,
     skipMax,
-    kept: r.kept,
-    nextSeq: r.nextSeq,
+    owner: r.owner,
     pendingBytes: 0,
     flushing: undefined,
     again: false,
     revoked: false,
+    fenced: false,
     flushHalted: undefined,
   };
 }

@@ -17,7 +17,7 @@ import { openWal } from "@sieve/queue";
 import type { LocalWal } from "@sieve/queue";
 import { waitFor } from "@sieve/queue/testing";
 import { FsObjectStore, S3ObjectStore, StorageError } from "@sieve/storage";
-import type { ObjectStore } from "@sieve/storage";
+import type { ObjectStore, WriteCondition } from "@sieve/storage";
 import Fastify from "fastify";
 import type { FastifyInstance } from "fastify";
 import { Registry } from "prom-client";
@@ -85,10 +85,10 @@ async function metric(name: string, labels: Record<string, string> = {}): Promis
     .reduce((sum, v) => sum + v.value, 0);
 }
 
-/** A real store whose `put` throws `fail()`'s error while it returns one. */
+/** A real store whose `put` of `key` throws `fail(key)`'s error while it returns one. */
 function failingPuts(
   inner: ObjectStore,
-  fail: () => Error | undefined,
+  fail: (key: string) => Error | undefined,
 ): FlushStore & {
   puts: number;
 } {
@@ -98,9 +98,12 @@ function failingPuts(
     head: (key: string) => inner.head(key),
     list: (prefix: string) => inner.list(prefix),
     delete: (key: string) => inner.delete(key),
+    getTagged: (key: string) => inner.getTagged(key),
+    putIf: (key: string, data: Uint8Array, condition: WriteCondition) =>
+      inner.putIf(key, data, condition),
     put: (key: string, data: Uint8Array) => {
       wrapper.puts++;
-      const error = fail();
+      const error = fail(key);
       return error === undefined ? inner.put(key, data) : Promise.reject(error);
     },
   };
@@ -136,8 +139,9 @@ describe("failures are visible and retried only when it can help", () => {
         .then((s) => s.length === 1),
     );
     await expect(ingester.flushAll()).rejects.toThrow(TypeError);
-    // One attempt, not a retry loop.
-    expect(broken.puts).toBe(1);
+    // One attempt, not a retry loop (its chunk, bloom block and manifest are written at once).
+    const attempted = broken.puts;
+    expect(attempted).toBe(3);
     expect(await metric("sieve_ingester_failures_total", { stage: "flush", reason: "bug" })).toBe(
       1,
     );
@@ -150,7 +154,7 @@ describe("failures are visible and retried only when it can help", () => {
     );
     // The unflushed lines are still served; another flush is refused at once, not retried.
     await expect(ingester.flushAll()).rejects.toThrow(TypeError);
-    expect(broken.puts).toBe(1);
+    expect(broken.puts).toBe(attempted);
     // Backpressure makes the handler wait for the halted flush: delivery stops, and says so.
     await wal.writer.append([record("t", `{app="a"}`, entries(400, "b"), PARTITIONS)]);
     await waitFor(
@@ -167,8 +171,9 @@ describe("failures are visible and retried only when it can help", () => {
 
   it("a retriable flush error is retried with backoff until the store answers, then /ready is green again", async () => {
     let failuresLeft = 4;
-    const flaky = failingPuts(store, () =>
-      failuresLeft-- > 0
+    // Each attempt writes the flush's manifest once: four attempts fail.
+    const flaky = failingPuts(store, (key) =>
+      key.startsWith("_ingester/partitions/") && failuresLeft-- > 0
         ? new StorageError("backend", "connect ECONNREFUSED 127.0.0.1:9")
         : undefined,
     );

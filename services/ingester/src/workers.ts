@@ -35,7 +35,6 @@ import type {
   IngesterTailSink,
   PatternSeries,
 } from "@sieve/proto";
-import { WalConsumer } from "@sieve/queue";
 import type { ConsumedBatch, DeliveryFailure, QueueConsumer, QueuePosition } from "@sieve/queue";
 import type { StoreConfig } from "@sieve/storage";
 import type { Logger } from "pino";
@@ -196,8 +195,6 @@ export class IngesterWorkers implements IngesterHandle {
       ...config,
       memoryBudgetBytes: Math.max(1, Math.floor(config.memoryBudgetBytes / threads)),
       patternMemoryBytes: Math.max(1, Math.floor(config.patternMemoryBytes / threads)),
-      // A worker cannot see the queue's kind: the local log has no other owner to wait for.
-      ...(this.options.consumer instanceof WalConsumer && { handoverDelayMs: 0 }),
     };
     for (let index = 0; index < threads; index++) {
       const setup: IngestWorkerSetup = { index, config: share, store, logLevel: logger.level };

@@ -15,6 +15,10 @@
  * broker. Either way no batch of the new assignment is delivered before the revocation
  * and the assignment callbacks complete, and nothing is lost: the new owner starts from
  * the last commit that succeeded (the ingester drops the duplicates this can replay).
+ * A member that was dropped from the group (it missed its session timeout: a pause, a
+ * frozen VM) rejoins under a new member id without any REBALANCING event; its partitions
+ * may have had another owner meanwhile, so every one of them is revoked and, if assigned
+ * again, announced as newly assigned (the ingester claims it again, see its ownership.ts).
  *
  * A failing `assigned` or handler is retried with backoff and jitter while its error is
  * retriable and the partition is still owned; the partitions' batches wait meanwhile, so
@@ -70,6 +74,8 @@ export class KafkaQueueConsumer implements QueueConsumer {
   private readonly consumer: Consumer;
   private listener: PartitionListener | undefined;
   private readonly owned = new Set<number>();
+  /** The member id of the last group join: a new one means the group dropped this member. */
+  private memberId: string | undefined;
   /** Listener calls, in order; batches wait for it. */
   private ownership: Promise<void> = Promise.resolve();
   private running = false;
@@ -110,7 +116,11 @@ export class KafkaQueueConsumer implements QueueConsumer {
         this.revokeAll();
       }),
       this.consumer.on(GROUP_JOIN, (event) => {
-        this.reassign(event.payload.memberAssignment[this.options.topic] ?? []);
+        const { memberId, memberAssignment } = event.payload;
+        // Dropped and rejoined: nothing owned before is known to have stayed ours.
+        if (this.memberId !== undefined && memberId !== this.memberId) this.revokeAll();
+        this.memberId = memberId;
+        this.reassign(memberAssignment[this.options.topic] ?? []);
       }),
     );
     try {
