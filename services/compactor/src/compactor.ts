@@ -134,7 +134,9 @@ export class Compactor {
         (ok) => {
           if (!ok) this.lostLock();
         },
-        (error: unknown) => { this.deps.logger.warn({ err: error }, "compactor lock renewal failed"); },
+        (error: unknown) => {
+          this.deps.logger.warn({ err: error }, "compactor lock renewal failed");
+        },
       );
     }, lockTtlMs / 3);
     this.renewTimer.unref();

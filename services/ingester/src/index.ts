@@ -18,5 +18,6 @@ export type { IngesterConfig } from "./config.js";
 export { createIngesterWorkers } from "./http.js";
 export type { IngesterHandle } from "./workers.js";
 /** Flush manifests, read by the compactor: a segment a live manifest lists is never deleted. */
-export { MANIFESTS_PREFIX, decodeManifest } from "./manifest.js";
+export { MANIFESTS_PREFIX, decodeManifest, encodeManifest, manifestKey } from "./manifest.js";
+export { recoverPartition } from "./recovery.js";
 export type { FlushManifest } from "./manifest.js";
