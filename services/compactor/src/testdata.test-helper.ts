@@ -4,6 +4,7 @@
  * index segment per day. A reader of the store's lines and a consistency check.
  */
 import { randomBytes } from "node:crypto";
+import { mapLimit } from "@sieve/kit";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -206,7 +207,7 @@ export async function openTestStore(
   return {
     store,
     close: async () => {
-      await Promise.all((await store.list("")).map((k) => store.delete(k)));
+      await mapLimit(await store.list(""), 16, (k) => store.delete(k));
       store.close();
     },
     env: { TEST_STORE: "s3", TEST_BUCKET: bucket },
