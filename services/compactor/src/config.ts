@@ -85,7 +85,7 @@ const SCHEMA = defineSchema({
       retentionPeriodMs:
         "lines older are deleted and never returned (`retention_period`, at least 24h); 0 = forever",
       retentionStream:
-        'per-stream rules (`retention_stream`): `period=<duration> [priority=<n>] <selector>`, e.g. `period=24h priority=1 {env="dev"}`',
+        'per-stream rules (`retention_stream`): `period=<duration> [priority=<n>] <selector>`, e.g. `period=24h priority=1 {env="dev"}` (the variable splits at commas: a selector with a comma goes in the file)',
     },
   },
 });
