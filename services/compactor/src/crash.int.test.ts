@@ -36,11 +36,19 @@ const RETENTION: RetentionConfig = {
   overrides: {},
 };
 
-/** Runs the child until it has printed `started`, then kills it after `delayMs`. */
-async function killAfter(env: Record<string, string>, delayMs: number): Promise<number> {
+/**
+ * Runs the child until it has printed `started`, then kills it after `delayMs`. Answers
+ * whether the kill landed inside a run (one begun and not ended).
+ */
+async function killAfter(env: Record<string, string>, delayMs: number): Promise<boolean> {
   const child = spawn(process.execPath, ["--import", "tsx", join(here, "crash.test-child.ts")], {
     cwd: join(here, ".."),
-    env: { ...process.env, ...env, CRASH_RETENTION: JSON.stringify(RETENTION) },
+    env: {
+      ...process.env,
+      ...env,
+      CRASH_RETENTION: JSON.stringify(RETENTION),
+      CRASH_CALL_DELAY_MS: "5",
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -64,7 +72,7 @@ async function killAfter(env: Record<string, string>, delayMs: number): Promise<
   await new Promise((resolve) => setTimeout(resolve, delayMs));
   child.kill("SIGKILL");
   await exited;
-  return (out.match(/^run /gm) ?? []).length;
+  return (out.match(/^begin /gm) ?? []).length > (out.match(/^run /gm) ?? []).length;
 }
 
 /** 4 days × 12 flushes of 3 apps, 12 hours before NOW minus the day; 3 orphan flushes. */
@@ -151,8 +159,8 @@ describe.each(["fs", "s3"] as const)("a compactor killed at random points, over 
         );
         const remainNow = (await visibleLines(store, "t", ...ALL)).filter(shouldRemain);
         // From just after start to past the end of a run over this store.
-        const runs = await killAfter(env, Math.floor(Math.random() * (kind === "fs" ? 400 : 2000)));
-        if (runs === 0) midRun++;
+        const delay = Math.floor(Math.random() * (kind === "fs" ? 800 : 2000));
+        if (await killAfter(env, delay)) midRun++;
         expect(await danglingRefs(store, "t")).toEqual([]);
         const visible = new Set(await visibleLines(store, "t", ...ALL));
         for (const line of remainNow) expect(visible.has(line), line).toBe(true);
