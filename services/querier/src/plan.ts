@@ -195,8 +195,35 @@ export async function readSeries(
               return labels !== undefined && wanted(labels);
             }),
           }));
-    return mergeSegments(tenant, chosen, from, through);
+    return withoutExpired(parts, tenant, mergeSegments(tenant, chosen, from, through));
   });
+}
+
+/**
+ * `series` without the chunks whose last line has passed its stream's retention (and
+ * without the series left with none): what the index will hold once the compactor has
+ * run, so that series, labels, stats and volume answer the same before and after.
+ */
+function withoutExpired(
+  parts: QuerierParts,
+  tenant: string,
+  series: IndexedSeries[],
+): IndexedSeries[] {
+  const retention = parts.retention.of(tenant);
+  if (!retention.expires) return series;
+  const nowMs = Date.now();
+  const out: IndexedSeries[] = [];
+  for (const s of series) {
+    const labels = parts.labels.tryOf(s.labels, "store");
+    const cutoff = labels === undefined ? undefined : retention.cutoffNs(labels, nowMs);
+    if (cutoff === undefined) {
+      out.push(s);
+      continue;
+    }
+    const chunks = s.chunks.filter((c) => c.ref.through >= cutoff);
+    if (chunks.length > 0) out.push(chunks.length === s.chunks.length ? s : { ...s, chunks });
+  }
+  return out;
 }
 
 /**
@@ -301,14 +328,11 @@ export async function plan(
   for (const s of all) {
     const labels = parts.labels.tryOf(s.labels, "store");
     if (labels === undefined) continue;
-    // Retention: chunks wholly older than the stream's period are left out, as if the
-    // compactor had already deleted them.
+    // Retention: readSeries left out the chunks wholly past it; a chunk the cutoff cuts
+    // through is read from the cutoff on (PlannedChunk.notBefore).
     const cutoff = retention.expires ? retention.cutoffNs(labels, nowMs) : undefined;
-    const series =
-      cutoff === undefined ? s : { ...s, chunks: s.chunks.filter((c) => c.ref.through >= cutoff) };
-    if (series.chunks.length === 0) continue;
-    matched.push({ series, labels, cutoff });
-    inRange += series.chunks.length;
+    matched.push({ series: s, labels, cutoff });
+    inRange += s.chunks.length;
   }
   /** The planned chunk, with the cutoff its reader must apply when it cuts through it. */
   const planned = (
