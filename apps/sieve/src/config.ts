@@ -11,6 +11,7 @@ import {
 } from "@sieve/config";
 import type { ConfigErrorCode, Env, Mapping, OptionRow } from "@sieve/config";
 import { loadConfig as loadGatewayConfig, type BloomGatewayConfig } from "@sieve/bloom-gateway";
+import { loadConfig as loadCompactorConfig, type CompactorConfig } from "@sieve/compactor";
 import { loadConfig as loadDistributorConfig, type DistributorConfig } from "@sieve/distributor";
 import { loadConfig as loadIngesterConfig, type IngesterConfig } from "@sieve/ingester";
 import { loadConfig as loadQuerierConfig, type QuerierConfig } from "@sieve/querier";
@@ -19,7 +20,7 @@ import { loadConfig as loadQuerierConfig, type QuerierConfig } from "@sieve/quer
  * Sieve's one configuration tree, Loki-style: shared top-level options (where it listens,
  * where data lives, which queue and object store, where the other components are, whether
  * tenants authenticate) and a section per component (`distributor`, `ingester`, `querier`,
- * `bloomGateway`), each read by the component's own schema. The file is read and
+ * `bloomGateway`, `compactor`), each read by the component's own schema. The file is read and
  * validated once, here; each component is handed its typed section (docs/configuration.md).
  */
 export interface SieveConfig {
@@ -46,6 +47,8 @@ export interface SieveConfig {
   readonly ingester: IngesterConfig;
   readonly querier: QuerierConfig;
   readonly bloomGateway: BloomGatewayConfig;
+  /** The compactor, and the retention the querier applies too. */
+  readonly compactor: CompactorConfig;
 }
 
 /** The object store: a directory (embedded default) or an S3 bucket. */
@@ -231,6 +234,7 @@ export const COMPONENT_SCHEMAS = {
   ingester: loadIngesterConfig.schema,
   querier: loadQuerierConfig.schema,
   bloomGateway: loadGatewayConfig.schema,
+  compactor: loadCompactorConfig.schema,
 } as const;
 
 /** The shared options, documented: for `sieve --help` and docs/configuration.md. */
@@ -327,6 +331,7 @@ export function loadSieveConfig(sources: SieveConfigSources = {}): SieveConfig {
     ingester: loadIngesterConfig({ doc, env }),
     querier: loadQuerierConfig({ doc, env, base: shared }),
     bloomGateway: loadGatewayConfig({ doc, env }),
+    compactor: loadCompactorConfig({ doc, env }),
   };
 }
 

@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { BloomGateway, BloomGatewayClient, bloomGatewayPlugin } from "@sieve/bloom-gateway";
+import { Compactor, retentionConfig } from "@sieve/compactor";
 import { distributorPlugin } from "@sieve/distributor";
 import {
   DEFAULT_CONFIG as DEFAULT_INGESTER_CONFIG,
@@ -27,7 +28,14 @@ import { registerBuildInfo } from "./buildinfo.js";
 import { checkTarget, type SieveConfig } from "./config.js";
 
 /** What `sieve <target>` can run. */
-export const TARGETS = ["all", "distributor", "ingester", "bloom-gateway", "querier"] as const;
+export const TARGETS = [
+  "all",
+  "distributor",
+  "ingester",
+  "bloom-gateway",
+  "querier",
+  "compactor",
+] as const;
 /** One of {@link TARGETS}. */
 export type Target = (typeof TARGETS)[number];
 
@@ -113,6 +121,7 @@ function querierSetup(config: SieveConfig, localIngester: boolean, logger: Logge
       bloomGatewayUrls.length > 0 ? { urls: bloomGatewayUrls } : { local: config.bloomGateway },
     ingesters: localIngester ? "port" : ingesterUrls.length > 0 ? { urls: ingesterUrls } : "none",
     logLevel: logger.level,
+    retention: retentionConfig(config.compactor),
   };
 }
 
@@ -158,7 +167,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       closers.push(() => opened.close());
     }
     const store =
-      wants("ingester") || wants("querier") || wants("bloom-gateway")
+      wants("ingester") || wants("querier") || wants("bloom-gateway") || wants("compactor")
         ? openStore(config)
         : undefined;
 
@@ -279,6 +288,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       } else {
         const querier = createQuerier({
           config: querierConfig,
+          retention: retentionConfig(config.compactor),
           store: store!,
           chunkFilter: gateway ?? chunkFilterOf(config, store!, logger, registry),
           registry,
@@ -291,6 +301,19 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         });
         await app.register(querierPlugin({ querier, ...common }));
       }
+    }
+
+    if (wants("compactor")) {
+      // One per store: a second compactor (another `sieve all` or `sieve compactor` on the
+      // same bucket) waits for the lock. Delete processing plugs in with addJob.
+      const compactor = new Compactor({
+        config: config.compactor,
+        store: store!,
+        logger: logger.child({ component: "compactor" }),
+        registry,
+      });
+      compactor.start();
+      closers.push(() => compactor.stop());
     }
 
     registerBuildInfo(app);

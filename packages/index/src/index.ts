@@ -48,6 +48,8 @@ export {
   dayOf,
   dayString,
   segmentKey,
+  segmentDayPrefix,
+  segmentChunkRef,
   newSegmentId,
   encodeSegment,
   decodeSegment,

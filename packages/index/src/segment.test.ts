@@ -102,6 +102,37 @@ describe("index segments", () => {
     expect(decoded.series[2]).toEqual(sample.series[4]);
   });
 
+  it("writes version 3 unless a series repeats; version 4 keeps each bloom of a repeated series", () => {
+    expect(encodeSegment(sample)[4]).toBe(3);
+    const first = sample.series[0]!;
+    const second = {
+      ...first,
+      bloom: { kind: "block", key: "team-a/blooms/z", offset: 16, length: 9 } as const,
+      chunks: [chunkAt(at(D, 6), at(D, 7), 9, false)],
+    };
+    const bytes = encodeSegment({ ...sample, series: [second, ...sample.series] });
+    expect(bytes[4]).toBe(4);
+    const decoded = decodeSegment(bytes).series.filter((s) => s.fingerprint === 0xfeedn);
+    // Stable: the order the series were given in, each with its own bloom.
+    expect(decoded).toEqual([second, first]);
+    // Merged, the series' chunks keep the bloom of the listing each came from.
+    const merged = mergeSegments("team-a", [decodeSegment(bytes)], at(D, 0), at(D, 24));
+    const api = merged.find((s) => s.fingerprint === 0xfeedn)!;
+    expect(api.chunks.map((c) => [c.ref.checksum, c.bloom])).toEqual([
+      [7, first.bloom],
+      [8, first.bloom],
+      [9, second.bloom],
+    ]);
+    expect(() =>
+      encodeSegment({ ...sample, series: [{ ...second, labels: '{app="other"}' }, first] }),
+    ).toThrow(IndexError);
+    // A version 3 segment may not repeat a series: change the version byte and fix the CRC.
+    const v3 = bytes.slice();
+    v3[4] = 3;
+    new DataView(v3.buffer).setUint32(v3.length - 4, crc32c(v3.subarray(0, v3.length - 4)), true);
+    expect(() => decodeSegment(v3)).toThrow(/out of order/);
+  });
+
   it("writes a bloom with both metadata token kinds as before (kind 1 or 2), one without as kind 3", () => {
     const one = (bloom: IndexSegment["series"][number]["bloom"]) =>
       encodeSegment({ ...sample, series: [{ ...sample.series[0]!, bloom }] });
@@ -210,7 +241,10 @@ describe("index segments", () => {
         ],
       },
     ],
-    ["duplicate series", { ...sample, series: [sample.series[0]!, sample.series[0]!] }],
+    [
+      "a repeated fingerprint with other labels",
+      { ...sample, series: [sample.series[0]!, { ...sample.series[0]!, labels: "{}" }] },
+    ],
     ["a series without chunks", { ...sample, series: [{ ...sample.series[0]!, chunks: [] }] }],
     [
       "through before from",

@@ -1,13 +1,16 @@
 /*
- * Index segment, version 3: one tenant's series and chunk refs for one UTC day, written by
- * an ingester at each flush, after the chunks and bloom blocks it points to. All integers
- * little-endian; docs/formats.md ("Index segments") is the same layout for other readers.
+ * Index segment, version 3 or 4: one tenant's series and chunk refs for one UTC day, written
+ * by an ingester at each flush, after the chunks and bloom blocks it points to, or by the
+ * compactor merging a day's segments. All integers little-endian; docs/formats.md ("Index
+ * segments") is the same layout for other readers.
  *
  *   u32 magic "SVIX", u8 version = 3, 3 reserved zero bytes
  *   text tenant (u32 byte length, UTF-8; 1–256 bytes)
  *   u32 day: days since 1970-01-01 (UTC)
  *   u32 bloom block count, then each block's object key as text (1–1024 bytes)
- *   u32 series count, then per series, ascending fingerprint, each once:
+ *   u32 series count, then per series, ascending fingerprint, each once (version 4: a
+ *   fingerprint may repeat, with the same labels, once per bloom location: a compacted
+ *   segment keeps every flush's bloom of a series):
  *     u64 fingerprint
  *     text labels (the canonical label string, at most 65536 bytes)
  *     u8 bloom kind: 0 missing, then u8 reason (1 too_large, 2 incomplete, 3 disabled);
@@ -43,10 +46,12 @@ import {
 /** "SVIX" read as a little-endian u32. */
 const MAGIC = 0x58495653;
 /**
- * The segment version this code writes; it also reads versions 1 (no bloom kind 2) and 2
- * (no line bytes).
+ * The newest segment version this code writes: 4 only for a segment that lists a series
+ * more than once (a compacted one), else 3, so what an ingester writes stays readable by
+ * the code before version 4. It also reads versions 1 (no bloom kind 2) and 2 (no line
+ * bytes).
  */
-export const SEGMENT_VERSION = 3;
+export const SEGMENT_VERSION = 4;
 const MAX_TENANT_BYTES = 256;
 const MAX_KEY_BYTES = 1024;
 const MAX_LABELS_BYTES = 65536;
@@ -173,20 +178,24 @@ function checkTenant(tenant: string): void {
   }
 }
 
-/** Encodes a segment; series are sorted by fingerprint here and must be distinct. */
+/**
+ * Encodes a segment; series are sorted by fingerprint here (stably). A fingerprint listed
+ * twice must have the same labels each time and makes the segment version 4.
+ */
 export function encodeSegment(segment: IndexSegment): Uint8Array {
   checkTenant(segment.tenant);
   segmentDayPrefix(segment.tenant, segment.day);
   const series = [...segment.series].sort((a, b) =>
     a.fingerprint < b.fingerprint ? -1 : a.fingerprint > b.fingerprint ? 1 : 0,
   );
+  const repeats = series.some((s, i) => i > 0 && series[i - 1]!.fingerprint === s.fingerprint);
   const blocks = new Map<string, number>();
   for (const s of series) {
     if (s.bloom.kind === "block" && !blocks.has(s.bloom.key)) blocks.set(s.bloom.key, blocks.size);
   }
   const out = new Writer();
   out.u32(MAGIC);
-  out.u8(SEGMENT_VERSION);
+  out.u8(repeats ? 4 : 3);
   out.u8(0);
   out.u16(0);
   out.text(segment.tenant);
@@ -199,10 +208,13 @@ export function encodeSegment(segment: IndexSegment): Uint8Array {
     out.text(key);
   }
   out.u32(series.length);
-  let previous: bigint | undefined;
+  let previous: SegmentSeries | undefined;
   for (const s of series) {
-    if (s.fingerprint === previous)
-      throw new IndexError("invalid_argument", `series ${s.fingerprint.toString(16)} twice`);
+    if (s.fingerprint === previous?.fingerprint && s.labels !== previous.labels)
+      throw new IndexError(
+        "invalid_argument",
+        `series ${s.fingerprint.toString(16)} twice with different labels`,
+      );
     if (s.fingerprint < 0n || s.fingerprint >= 1n << 64n)
       throw new IndexError("invalid_argument", `fingerprint ${s.fingerprint}`);
     if (s.chunks.length === 0)
@@ -212,7 +224,7 @@ export function encodeSegment(segment: IndexSegment): Uint8Array {
       );
     if (new TextEncoder().encode(s.labels).length > MAX_LABELS_BYTES)
       throw new IndexError("invalid_argument", "labels too long");
-    previous = s.fingerprint;
+    previous = s;
     out.u64(s.fingerprint);
     out.text(s.labels);
     if (s.bloom.kind === "block") {
@@ -297,11 +309,17 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
   const series: SegmentSeries[] = [];
   const used = new Set<number>();
   let previous = -1n;
+  let previousLabels = "";
   for (let i = 0; i < seriesCount; i++) {
     const fingerprint = r.u64("fingerprint");
-    if (fingerprint <= previous) throw new IndexError("corrupt", `series ${i} out of order`);
+    const repeated = fingerprint === previous && version >= 4;
+    if (fingerprint < previous || (fingerprint === previous && !repeated))
+      throw new IndexError("corrupt", `series ${i} out of order`);
     previous = fingerprint;
     const labels = r.text("labels", MAX_LABELS_BYTES);
+    if (repeated && labels !== previousLabels)
+      throw new IndexError("corrupt", `series ${i} repeats a fingerprint with other labels`);
+    previousLabels = labels;
     const kind = r.u8("bloom kind");
     let bloom: BloomLocation;
     if (kind === 1 || ((kind === 2 || kind === 3) && version >= 2)) {

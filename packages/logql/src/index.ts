@@ -21,6 +21,7 @@ export { validateExpr } from "./validate.js";
 export { printExpr, printSelector } from "./printer.js";
 export { prettyExpr, MAX_CHARS_PER_LINE } from "./pretty.js";
 export { matchesLabels } from "./matchers.js";
+export { parseDuration } from "./units.js";
 
 /** Parses and validates a query (Loki's `ParseExpr`); throws {@link ParseError}. */
 export function parseExpr(query: string, options?: ParseOptions): Expr {

@@ -286,5 +286,25 @@ export function objectStoreContract(name: string, open: () => ObjectStore): void
       expect(swapper).toHaveLength(1);
       expect(new TextDecoder().decode(await store.get("cas/race"))).toBe(`swap ${swapper[0]}`);
     });
+
+    test("listInfo lists as list does, with each object's size and a recent last-modified time", async () => {
+      const store = open();
+      const before = Date.now();
+      await store.put("info/a", enc.encode("12345"));
+      await store.put("info/b/c", new Uint8Array(0));
+      await store.put("other/x", enc.encode("x"));
+      const listed = await store.listInfo("info/");
+      expect(listed.map((o) => o.key)).toEqual(await store.list("info/"));
+      expect(listed.map((o) => [o.key, o.size])).toEqual([
+        ["info/a", 5],
+        ["info/b/c", 0],
+      ]);
+      for (const o of listed) {
+        // S3 keeps whole seconds, and the server's clock is not this one's: a margin.
+        expect(o.lastModifiedMs).toBeGreaterThan(before - 5000);
+        expect(o.lastModifiedMs).toBeLessThan(Date.now() + 5000);
+      }
+      expect(await store.listInfo("info/none")).toEqual([]);
+    });
   });
 }

@@ -12,6 +12,7 @@ import {
 } from "./keys.js";
 import type {
   CallOptions,
+  ListedObject,
   ObjectInfo,
   ObjectStore,
   TaggedObject,
@@ -195,6 +196,19 @@ export class FsObjectStore implements ObjectStore {
   }
 
   async list(prefix: string, options?: CallOptions): Promise<string[]> {
+    return (await this.walk(prefix, options, false)).map((o) => o.key);
+  }
+
+  async listInfo(prefix: string, options?: CallOptions): Promise<ListedObject[]> {
+    return this.walk(prefix, options, true);
+  }
+
+  /** The files under `prefix`, sorted by key; stat'ed only when `info` is asked for. */
+  private async walk(
+    prefix: string,
+    options: CallOptions | undefined,
+    info: boolean,
+  ): Promise<ListedObject[]> {
     validatePrefix(prefix);
     checkSignal(options, "list", prefix);
     // A directory part that no valid key can have lists nothing (and must not be joined:
@@ -204,7 +218,7 @@ export class FsObjectStore implements ObjectStore {
     const dirKey = slash >= 0 ? prefix.slice(0, slash) : "";
     const rest = prefix.slice(slash + 1);
     const dirSegments = dirKey === "" ? [] : dirKey.split("/");
-    const keys: string[] = [];
+    const out: ListedObject[] = [];
     // Explicit stack rather than recursion: depth is bounded by the key length anyway.
     const stack: { dir: string; key: string; filter: string }[] = [
       { dir: join(this.root, ...dirSegments), key: dirKey, filter: rest },
@@ -222,10 +236,18 @@ export class FsObjectStore implements ObjectStore {
         if (e.name.startsWith(TEMP_PREFIX) || !e.name.startsWith(top.filter)) continue;
         const key = top.key === "" ? e.name : `${top.key}/${e.name}`;
         if (e.isDirectory()) stack.push({ dir: join(top.dir, e.name), key, filter: "" });
-        else if (e.isFile()) keys.push(key);
+        else if (!e.isFile()) continue;
+        else if (!info) out.push({ key, size: 0, lastModifiedMs: 0 });
+        else {
+          const st = await stat(join(top.dir, e.name)).catch((err: unknown) => {
+            if (hasCode(err, "ENOENT")) return undefined; // deleted meanwhile
+            throw backend(`list ${prefix}`, err);
+          });
+          if (st !== undefined) out.push({ key, size: st.size, lastModifiedMs: st.mtimeMs });
+        }
       }
     }
-    return keys.sort(compareUtf8);
+    return out.sort((a, b) => compareUtf8(a.key, b.key));
   }
 
   async delete(key: string, options?: CallOptions): Promise<void> {

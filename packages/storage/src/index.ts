@@ -9,6 +9,7 @@ export type { StorageErrorCode } from "./errors.js";
 export { MAX_KEY_BYTES, MAX_SEGMENT_BYTES, TEMP_PREFIX, validateKey } from "./keys.js";
 export type {
   CallOptions,
+  ListedObject,
   ObjectInfo,
   ObjectStore,
   TaggedObject,

@@ -12,6 +12,7 @@ import { StorageError } from "./errors.js";
 import { compareUtf8, prefixCanMatch, validateKey, validatePrefix, validateRange } from "./keys.js";
 import type {
   CallOptions,
+  ListedObject,
   ObjectInfo,
   ObjectStore,
   TaggedObject,
@@ -229,10 +230,14 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async list(prefix: string, options?: CallOptions): Promise<string[]> {
+    return (await this.listInfo(prefix, options)).map((o) => o.key);
+  }
+
+  async listInfo(prefix: string, options?: CallOptions): Promise<ListedObject[]> {
     validatePrefix(prefix);
     if (!prefixCanMatch(prefix)) return []; // MinIO refuses such prefixes; nothing matches
-    const keys = await this.call("read", "list", prefix, options, async (abortSignal) => {
-      const out: string[] = [];
+    const listed = await this.call("read", "list", prefix, options, async (abortSignal) => {
+      const out: ListedObject[] = [];
       // The paginator follows continuation tokens: S3 returns at most 1,000 keys a page.
       const pages = paginateListObjectsV2(
         { client: this.client },
@@ -240,12 +245,19 @@ export class S3ObjectStore implements ObjectStore {
         { abortSignal }, // passed on to every page's send
       );
       for await (const page of pages) {
-        for (const obj of page.Contents ?? []) if (obj.Key !== undefined) out.push(obj.Key);
+        for (const obj of page.Contents ?? []) {
+          if (obj.Key === undefined) continue;
+          out.push({
+            key: obj.Key,
+            size: obj.Size ?? 0,
+            lastModifiedMs: obj.LastModified?.getTime() ?? 0,
+          });
+        }
       }
       return out;
     });
     // S3 already lists in UTF-8 byte order; some compatible stores do not promise it.
-    return keys.sort(compareUtf8);
+    return listed.sort((a, b) => compareUtf8(a.key, b.key));
   }
 
   async delete(key: string, options?: CallOptions): Promise<void> {

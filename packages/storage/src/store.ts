@@ -4,6 +4,18 @@ export interface ObjectInfo {
   readonly size: number;
 }
 
+/** One object of {@link ObjectStore.listInfo}: its key, size and when it was last written. */
+export interface ListedObject {
+  readonly key: string;
+  /** Size in bytes. */
+  readonly size: number;
+  /**
+   * When the object was last written, Unix ms (S3's `LastModified`, whole seconds; the
+   * file's mtime). The compactor's garbage collection ages unreferenced objects by it.
+   */
+  readonly lastModifiedMs: number;
+}
+
 /**
  * What a conditional write ({@link ObjectStore.putIf}) requires of the object under its key:
  * `ifNoneMatch: "*"`, that there is none (create only); `ifMatch`, that there is one and its
@@ -76,6 +88,8 @@ export interface ObjectStore {
   ): Promise<string>;
   /** Every key that starts with `prefix` (a plain string prefix), in UTF-8 byte order. */
   list(prefix: string, options?: CallOptions): Promise<string[]>;
+  /** As {@link list}, with each object's size and last-modified time. */
+  listInfo(prefix: string, options?: CallOptions): Promise<ListedObject[]>;
   /** Removes the object; removing a missing object is not an error (as in S3). */
   delete(key: string, options?: CallOptions): Promise<void>;
 }

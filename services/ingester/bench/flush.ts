@@ -89,6 +89,7 @@ function counting(inner: ObjectStore): {
     getTagged: (k, o) => timed("getTagged", () => inner.getTagged(k, o)),
     putIf: (k, d, c, o) => timed("putIf", () => inner.putIf(k, d, c, o)),
     list: (p, o) => timed("list", () => inner.list(p, o)),
+    listInfo: (p, o) => timed("listInfo", () => inner.listInfo(p, o)),
     delete: (k, o) => timed("delete", () => inner.delete(k, o)),
   };
   return { store, counts, ms };

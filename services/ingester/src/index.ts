@@ -17,3 +17,8 @@ export { loadConfig, DEFAULT_CONFIG } from "./config.js";
 export type { IngesterConfig } from "./config.js";
 export { createIngesterWorkers } from "./http.js";
 export type { IngesterHandle } from "./workers.js";
+/** Flush manifests, read by the compactor: a segment a live manifest lists is never deleted. */
+export { MANIFESTS_PREFIX, decodeManifest, encodeManifest, manifestKey } from "./manifest.js";
+export { recoverPartition } from "./recovery.js";
+export { claimPartition } from "./ownership.js";
+export type { FlushManifest } from "./manifest.js";

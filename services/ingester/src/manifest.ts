@@ -56,9 +56,12 @@ export interface FlushManifest {
   readonly streams: readonly ManifestStream[];
 }
 
+/** The prefix of every partition's manifests. */
+export const MANIFESTS_PREFIX = "_ingester/partitions/";
+
 /** The prefix of partition `p`'s manifests: `_ingester/partitions/<p>/`. */
 export function manifestPrefix(partition: number): string {
-  return `_ingester/partitions/${partition}/`;
+  return `${MANIFESTS_PREFIX}${partition}/`;
 }
 
 /**

@@ -2,6 +2,7 @@
  * What one query runs with: its deadline and counters ({@link QueryContext}), and the
  * querier's shared parts it reads through ({@link QuerierParts}).
  */
+import type { Retention } from "@sieve/compactor";
 import type { IndexSegment } from "@sieve/index";
 import { deadlineSignal, settleBy } from "@sieve/kit";
 import type { ObjectCache } from "./cache.js";
@@ -33,6 +34,11 @@ export interface QuerierParts {
   readonly chunks: ObjectCache<Uint8Array>;
   /** Label records of the series' canonical label strings. */
   readonly labels: ParsedLabels;
+  /**
+   * The compactor's retention rules: lines older than their stream's period are never
+   * answered, whether the compactor has deleted them yet or not.
+   */
+  readonly retention: Retention;
 }
 
 /**

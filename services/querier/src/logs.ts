@@ -216,11 +216,16 @@ export async function runLogs(
   for (const s of fromIngesters) for (const e of s.entries) received += entryBytes(e.line);
   ctx.hold(received);
   // The ingesters ran the pipeline: their entries are processed and kept already.
+  const retention = parts.retention.of(q.tenant);
+  const nowMs = Date.now();
   for (const s of fromIngesters) {
     const stream = s.labelMap;
     stats.ingesterStreams++;
+    // Retention, by the stream's labels as the ingester answered them.
+    const cutoff = retention.expires ? retention.cutoffNs(stream, nowMs) : undefined;
+    const start = cutoff !== undefined && cutoff > q.start ? cutoff : q.start;
     for (const e of s.entries) {
-      if (e.timestamp < q.start || e.timestamp >= q.end) continue;
+      if (e.timestamp < start || e.timestamp >= q.end) continue;
       stats.ingesterLines++;
       stats.ingesterBytes += e.line.length;
       if (top.worse(e.timestamp)) break;
@@ -256,7 +261,8 @@ export async function runLogs(
   )) {
     top.settle();
     if (cannotBeat(p)) break;
-    const range = { from: q.start, through: q.end, direction: q.direction };
+    const from = p.notBefore !== undefined && p.notBefore > q.start ? p.notBefore : q.start;
+    const range = { from, through: q.end, direction: q.direction };
     const audit = p.audit === undefined ? undefined : new ChunkAudit(p.audit, p.labels);
     let whole = true;
     for (const e of readChunk(bytes, p.labels, tests, range, stats)) {

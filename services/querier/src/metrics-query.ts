@@ -202,7 +202,8 @@ async function collect(
       seen = seenBySeries.get(fp) ?? new Set<string>();
       seenBySeries.set(fp, seen);
     }
-    for (const e of readChunk(bytes, pc.labels, test, { from, through: end }, stats)) {
+    const first = pc.notBefore !== undefined && pc.notBefore > from ? pc.notBefore : from;
+    for (const e of readChunk(bytes, pc.labels, test, { from: first, through: end }, stats)) {
       if (++stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();
       audit?.see(e);
       if (fold === null) continue;

@@ -29,6 +29,9 @@ import { QueryError, maxChunks } from "./errors.js";
 import type { ChunkOutcome, NoBloomDetail } from "./explain.js";
 import type { ReadReport } from "./labels.js";
 
+/** Listings of the index one query may retry when listed segments are gone (compacted). */
+const MAX_RELISTS = 5;
+
 /** A chunk the plan will read, with its series. */
 export interface PlannedChunk {
   readonly chunk: IndexedChunk;
@@ -38,6 +41,11 @@ export interface PlannedChunk {
    * audited for a false positive (audit.ts): it passed a test and lies wholly in range.
    */
   readonly audit?: BloomTest;
+  /**
+   * The series' retention cutoff (ns) when it falls inside the chunk: entries before it
+   * have expired and are skipped (the chunk stays until its last entry expires).
+   */
+  readonly notBefore?: bigint;
 }
 
 function bloomGroup(c: IndexedChunk): string {
@@ -82,11 +90,15 @@ export function storeError(error: unknown): unknown {
   return answer;
 }
 
+/** A listed segment that was deleted before it was read (compacted away since the listing). */
+class SegmentGone extends Error {}
+
 /**
  * The segment at `key`, without the series whose labels do not parse; empty when it
- * cannot be decoded or is gone (compacted away since the listing). Each left-out part is
- * reported; store failures are thrown as {@link storeError}. A damaged segment stays
- * damaged, so its empty stand-in is cached like any segment and it is read once.
+ * cannot be decoded. Each left-out part is reported; store failures are thrown as
+ * {@link storeError}; a segment gone since the listing throws {@link SegmentGone} (not
+ * cached: the caller lists the day again). A damaged segment stays damaged, so its empty
+ * stand-in is cached like any segment and it is read once.
  */
 async function loadSegment(
   parts: QuerierParts,
@@ -98,8 +110,7 @@ async function loadSegment(
     bytes = await parts.store.get(key);
   } catch (error) {
     if (!isNotFound(error)) throw storeError(error);
-    parts.labels.report.unreadableSegment(key, error);
-    return { segment: { tenant, day: 0, series: [] }, bytes: 0 };
+    throw new SegmentGone(key);
   }
   let segment: IndexSegment;
   try {
@@ -133,29 +144,46 @@ export async function readSeries(
   wanted?: (labels: Readonly<Record<string, string>>) => boolean,
 ): Promise<IndexedSeries[]> {
   return ctx.stats.time("index", async () => {
-    let keys: string[];
-    try {
-      // The listing is this query's own (not a shared cache load): its deadline cancels it.
-      const { signal } = ctx;
-      const store = {
-        list: (prefix: string) => parts.store.list(prefix, { signal }),
-        get: (key: string) => parts.store.get(key, { signal }),
-      };
-      keys = await ctx.race(listSegments(store, tenant, from, through));
-    } catch (error) {
-      if (error instanceof IndexError && error.code === "invalid_argument") {
-        throw new QueryError("bad_request", error.message);
+    // The listing is this query's own (not a shared cache load): its deadline cancels it.
+    const { signal } = ctx;
+    const store = {
+      list: (prefix: string) => parts.store.list(prefix, { signal }),
+      get: (key: string) => parts.store.get(key, { signal }),
+    };
+    const list = async (): Promise<string[]> => {
+      try {
+        return await ctx.race(listSegments(store, tenant, from, through));
+      } catch (error) {
+        if (error instanceof IndexError && error.code === "invalid_argument") {
+          throw new QueryError("bad_request", error.message);
+        }
+        throw storeError(error);
       }
-      throw storeError(error);
+    };
+    const loaded = new Map<string, IndexSegment>();
+    const load = async (key: string): Promise<boolean> => {
+      try {
+        const { value } = await parts.segments.get(key, () => loadSegment(parts, tenant, key));
+        loaded.set(key, value.segment);
+        return true;
+      } catch (error) {
+        if (error instanceof SegmentGone) return false;
+        throw error;
+      }
+    };
+    let keys = await list();
+    // A segment deleted between the listing and its read was merged away by the compactor,
+    // which writes the merged segment before deleting: listed again, the day shows it. The
+    // segments read already stay (a chunk they share with the merged one is kept once).
+    for (let attempt = 0; ; attempt++) {
+      const read = await ctx.race(Promise.all(keys.filter((k) => !loaded.has(k)).map(load)));
+      if (read.every(Boolean)) break;
+      if (attempt === MAX_RELISTS) {
+        throw new QueryError("store_unavailable", "index segments kept disappearing: retry");
+      }
+      keys = await list();
     }
-    const segments = await ctx.race(
-      Promise.all(
-        keys.map(async (key) => {
-          const { value } = await parts.segments.get(key, () => loadSegment(parts, tenant, key));
-          return value.segment;
-        }),
-      ),
-    );
+    const segments = [...loaded.values()];
     ctx.stats.segmentsRead += segments.length;
     const chosen =
       wanted === undefined
@@ -167,8 +195,35 @@ export async function readSeries(
               return labels !== undefined && wanted(labels);
             }),
           }));
-    return mergeSegments(tenant, chosen, from, through);
+    return withoutExpired(parts, tenant, mergeSegments(tenant, chosen, from, through));
   });
+}
+
+/**
+ * `series` without the chunks whose last line has passed its stream's retention (and
+ * without the series left with none): what the index will hold once the compactor has
+ * run, so that series, labels, stats and volume answer the same before and after.
+ */
+function withoutExpired(
+  parts: QuerierParts,
+  tenant: string,
+  series: IndexedSeries[],
+): IndexedSeries[] {
+  const retention = parts.retention.of(tenant);
+  if (!retention.expires) return series;
+  const nowMs = Date.now();
+  const out: IndexedSeries[] = [];
+  for (const s of series) {
+    const labels = parts.labels.tryOf(s.labels, "store");
+    const cutoff = labels === undefined ? undefined : retention.cutoffNs(labels, nowMs);
+    if (cutoff === undefined) {
+      out.push(s);
+      continue;
+    }
+    const chunks = s.chunks.filter((c) => c.ref.through >= cutoff);
+    if (chunks.length > 0) out.push(chunks.length === s.chunks.length ? s : { ...s, chunks });
+  }
+  return out;
 }
 
 /**
@@ -262,14 +317,35 @@ export async function plan(
   const matches = (labels: Readonly<Record<string, string>>): boolean =>
     selectors.some((m) => matchesLabels(m, labels));
   const all = await readSeries(parts, tenant, from, through, ctx, matches);
-  const matched: { series: IndexedSeries; labels: Readonly<Record<string, string>> }[] = [];
+  const matched: {
+    series: IndexedSeries;
+    labels: Readonly<Record<string, string>>;
+    cutoff: bigint | undefined;
+  }[] = [];
   let inRange = 0;
+  const retention = parts.retention.of(tenant);
+  const nowMs = Date.now();
   for (const s of all) {
     const labels = parts.labels.tryOf(s.labels, "store");
     if (labels === undefined) continue;
-    matched.push({ series: s, labels });
+    // Retention: readSeries left out the chunks wholly past it; a chunk the cutoff cuts
+    // through is read from the cutoff on (PlannedChunk.notBefore).
+    const cutoff = retention.expires ? retention.cutoffNs(labels, nowMs) : undefined;
+    matched.push({ series: s, labels, cutoff });
     inRange += s.chunks.length;
   }
+  /** The planned chunk, with the cutoff its reader must apply when it cuts through it. */
+  const planned = (
+    chunk: IndexedChunk,
+    labels: Readonly<Record<string, string>>,
+    cutoff: bigint | undefined,
+    audit?: BloomTest,
+  ): PlannedChunk => ({
+    chunk,
+    labels,
+    ...(audit !== undefined && { audit }),
+    ...(cutoff !== undefined && chunk.ref.from < cutoff && { notBefore: cutoff }),
+  });
   const stats = ctx.stats;
   stats.seriesMatched = matched.length;
   stats.chunksInRange = inRange;
@@ -287,11 +363,11 @@ export async function plan(
   const { explain } = ctx;
   if (test.kind === "all" || inRange === 0) {
     const untested = noBloom(queryTest.kind === "all" ? "no_test" : "no_ngrams");
-    return matched.flatMap(({ series, labels }) =>
+    return matched.flatMap(({ series, labels, cutoff }) =>
       series.chunks.map((chunk) => {
         const missing = chunk.bloom.kind === "missing";
         explain?.add(series.labels, chunk, missing ? MISSING[chunk.bloom.reason] : untested);
-        return { chunk, labels };
+        return planned(chunk, labels, cutoff);
       }),
     );
   }
@@ -379,13 +455,13 @@ export async function plan(
     return t.kind === "all" ? undefined : t;
   };
   const out: PlannedChunk[] = [];
-  for (const { series, labels } of matched) {
+  for (const { series, labels, cutoff } of matched) {
     for (const chunk of series.chunks) {
       const judged = judge(chunk, chunkId(series.fingerprint, chunk.ref), answer);
       explain?.add(series.labels, chunk, judged);
       if (judged.outcome === "pruned") continue;
       const audit = judged.reason === "passed" ? auditOf(chunk) : undefined;
-      out.push(audit === undefined ? { chunk, labels } : { chunk, labels, audit });
+      out.push(planned(chunk, labels, cutoff, audit));
     }
   }
   const pruned = inRange - out.length;

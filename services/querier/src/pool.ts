@@ -12,6 +12,7 @@
 import { availableParallelism } from "node:os";
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import type { BloomGatewayConfig } from "@sieve/bloom-gateway";
+import type { RetentionConfig } from "@sieve/compactor";
 import type { StoreConfig } from "@sieve/storage";
 import type { Logger } from "pino";
 import { Piscina } from "piscina";
@@ -46,6 +47,8 @@ export interface WorkerSetup {
   readonly ingesters: "none" | "port" | RemoteSetup;
   /** pino level of the worker's own logs (the local gateway's); default `warn`. */
   readonly logLevel?: string;
+  /** The compactor's retention, which queries apply (none when absent). */
+  readonly retention?: RetentionConfig;
 }
 
 /** Options of a {@link QueryPool}. */

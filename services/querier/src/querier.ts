@@ -10,6 +10,7 @@
  * This file is the facade that ties the steps together (parse, limits, deadline); each step
  * lives in its own file: `plan.ts`, `fetch.ts`, `logs.ts`, `metrics-query.ts`, `series.ts`.
  */
+import { NO_RETENTION, Retention, type RetentionConfig } from "@sieve/compactor";
 import type { IndexSegment } from "@sieve/index";
 import {
   evaluateInstant,
@@ -63,6 +64,8 @@ export interface QuerierDeps {
   readonly metrics?: QuerierMetrics;
   /** Where unreadable series and failed-open chunks are logged and counted. */
   readonly report?: ReadReport;
+  /** The compactor's retention (`compactor.retentionEnabled` and its limits); none when absent. */
+  readonly retention?: RetentionConfig;
 }
 
 /**
@@ -99,6 +102,7 @@ export class Querier {
       segments: this.segments,
       chunks: this.chunks,
       labels: new ParsedLabels(this.report),
+      retention: new Retention(deps.retention ?? NO_RETENTION),
     };
   }
 

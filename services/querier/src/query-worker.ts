@@ -131,6 +131,7 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
     config: setup.config,
     store,
     report: new ReadReport({ logger: pino({ level: setup.logLevel ?? "warn" }) }),
+    ...(setup.retention !== undefined && { retention: setup.retention }),
     ...(chunkFilter !== undefined && { chunkFilter }),
     ...(ingesters !== undefined && { ingesters }),
   });

@@ -22,7 +22,7 @@ import {
 } from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
 import { SamplePlan, compilePipeline, matchesLabels, parseSyntax } from "@sieve/logql";
-import { FsObjectStore } from "@sieve/storage";
+import { FsObjectStore, type ObjectStore } from "@sieve/storage";
 import type {
   IngesterQuerier,
   IngesterQueryRequest,
@@ -90,7 +90,7 @@ export function flushCount(): number {
  * Answers the number of chunks written.
  */
 export async function writeFlush(
-  store: FsObjectStore,
+  store: Pick<ObjectStore, "put">,
   tenant: string,
   streams: readonly TestStream[],
   entriesPerChunk: number,
