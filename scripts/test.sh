@@ -1,5 +1,6 @@
 #!/bin/sh
-# `npm test`: install, build, type-check, lint, check formatting, run the whole suite.
+# `npm test`: install, build, type-check, lint, check formatting, run the whole suite (and
+# its unit tests again on the image's Node).
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/pnpm.sh --version >/dev/null # installs the pinned pnpm on first use
@@ -38,3 +39,7 @@ export KAFKA_BROKERS
 # (outside any test's timeout) when missing; a machine that cannot install it fails.
 sh scripts/chromium.sh install
 pnpm run vitest
+# The unit tests again on the Node the image runs (the Dockerfile's base), when the
+# machine's Node is another major version: that Node from the npm registry's `node` package
+# and re2 built for it, cached in .cache/node-lts (scripts/node-lts.sh).
+sh scripts/node-lts.sh test-unit
