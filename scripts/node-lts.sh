@@ -20,8 +20,8 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-# The image's Node: the Dockerfile's NODE_IMAGE names the same version (tests/docker.test.ts
-# checks that the two agree). Change both together.
+# The image's Node: the Dockerfile's NODE_IMAGE names the same version
+# (apps/sieve/src/docker.test.ts checks that the two agree). Change both together.
 NODE_LTS_VERSION=26.10.0
 
 cache="$root/.cache/node-lts/$NODE_LTS_VERSION"
