@@ -27,9 +27,13 @@ WORKDIR /src
 COPY pnpm-lock.yaml pnpm-workspace.yaml ./
 RUN pnpm fetch
 COPY . .
+# `deploy --legacy`: pnpm 10 deploys only workspaces that inject their workspace packages
+# (copies instead of links, which would change every developer's install); the legacy
+# deploy copies @sieve/sieve and the @sieve packages it uses, with their dist/, and
+# installs their production dependencies (re2 among them, built above for this Node).
 RUN pnpm install --frozen-lockfile --offline \
   && pnpm run build \
-  && pnpm --filter @sieve/sieve deploy --prod /out \
+  && pnpm --filter @sieve/sieve deploy --legacy --prod /out \
   && chmod 0755 /out/dist/main.js
 
 FROM ${NODE_IMAGE}

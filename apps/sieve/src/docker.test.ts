@@ -115,7 +115,7 @@ describe("Dockerfile", () => {
     const install = runs.find((r) => r.includes("pnpm install"));
     expect(install).toContain("--frozen-lockfile");
     expect(install).toContain("pnpm run build");
-    expect(install).toMatch(/pnpm --filter @sieve\/sieve deploy --prod \/out/);
+    expect(install).toMatch(/pnpm --filter @sieve\/sieve deploy --legacy --prod \/out/);
     // The runtime stage gets the deployed tree and nothing else from the build.
     expect(find(runtime, "COPY").map((i) => i.args)).toEqual(["--from=build /out /opt/sieve"]);
   });
@@ -134,11 +134,12 @@ describe("Dockerfile", () => {
     // `sieve` is the deployed command (package.json's bin), linked onto PATH.
     const bin = (JSON.parse(repoText("apps/sieve/package.json")) as { bin: { sieve: string } }).bin
       .sieve;
-    expect(bin).toBe("./dist/main.js");
+    const entry = bin.replace(/^\.\//, "");
+    expect(entry).toMatch(/^dist\/\w+\.js$/);
     expect(find(runtime, "RUN")[0]!.args).toContain(
-      "ln -s /opt/sieve/dist/main.js /usr/local/bin/sieve",
+      `ln -s /opt/sieve/${entry} /usr/local/bin/sieve`,
     );
-    expect(find(build, "RUN").at(-1)!.args).toContain("chmod 0755 /out/dist/main.js");
+    expect(find(build, "RUN").at(-1)!.args).toContain(`chmod 0755 /out/${entry}`);
   });
 
   test("checks its health on /ready, on the port the server listens on", () => {
@@ -178,7 +179,7 @@ describe(".dockerignore", () => {
       ".cache/minio/bin/minio",
       ".tools",
       ".git",
-      "apps/sieve/dist/main.js",
+      "apps/sieve/dist/index.js",
       "packages/bloom/tsconfig.build.tsbuildinfo",
       "data",
       "data/wal/0",
