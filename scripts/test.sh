@@ -38,8 +38,8 @@ export KAFKA_BROKERS
 # Chromium for the experiment report's browser test: Debian's package, installed here
 # (outside any test's timeout) when missing; a machine that cannot install it fails.
 sh scripts/chromium.sh install
-# The Compose CLI, which validates docker-compose.yml (tests/compose.int.test.ts): Debian's
-# docker-compose, installed here when no `docker compose` is on the machine.
+# The Compose CLI, which validates docker-compose.yml (apps/sieve/src/compose.int.test.ts):
+# Debian's docker-compose, installed here when no `docker compose` is on the machine.
 sh scripts/compose.sh install
 pnpm run vitest
 # The unit tests again on the Node the image runs (the Dockerfile's base), when the
