@@ -222,6 +222,9 @@ describe("addresses and ports agree", () => {
       expect(String(kafkaEnv.KAFKA_ADVERTISED_LISTENERS)).toContain(`PLAINTEXT://${broker}`);
       expect(String(kafkaEnv.KAFKA_LISTENERS)).toContain(`PLAINTEXT://:${port}`);
     }
+    // KRaft formats its storage with this id: a UUID, 16 bytes in URL-safe base64.
+    expect(Buffer.from(String(kafkaEnv.CLUSTER_ID), "base64url")).toHaveLength(16);
+    expect(kafkaEnv.KAFKA_PROCESS_ROLES).toBe("broker,controller");
     expect(roleOption("common", "storage.backend")).toBe("s3");
     const endpoint = new URL(String(roleOption("common", "storage.s3.endpoint")));
     expect(endpoint.hostname).toBe("minio");
