@@ -9,7 +9,8 @@
 // `vitest run` runs both (that is what `npm test` does); one of them:
 // `pnpm exec vitest run --project unit` (or `--project integration`), optionally followed
 // by paths. `sh scripts/classify-tests.sh` prints which project each test file is in.
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { defineConfig } from "vitest/config";
 import { sourceEntries } from "./scripts/workspace.js";
 
@@ -35,6 +36,20 @@ function sourceAliases(): { find: RegExp; replacement: string }[] {
   );
 }
 
+/**
+ * The native addons of another install tree, when `$NODE_LTS_ADDONS` names its node_modules:
+ * `scripts/node-lts.sh` runs the unit tests on the image's Node, whose ABI the workspace's
+ * re2 was not built for, and builds re2 for it there. Every package of that tree with a
+ * `binding.gyp` (an addon) is resolved there instead; its build-time dependencies are not.
+ */
+function addonAliases(): { find: RegExp; replacement: string }[] {
+  const dir = process.env.NODE_LTS_ADDONS;
+  if (dir === undefined || dir === "") return [];
+  return readdirSync(dir)
+    .filter((name) => existsSync(join(dir, name, "binding.gyp")))
+    .map((name) => ({ find: new RegExp(`^${escapeRegExp(name)}$`), replacement: join(dir, name) }));
+}
+
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
@@ -45,7 +60,7 @@ const TEST_DIRS = ["packages/*/src", "services/*/src", "proto/src", "apps/*/src"
 const INTEGRATION = TEST_DIRS.map((dir) => `${dir}/**/*.int.test.ts`);
 
 export default defineConfig({
-  resolve: { alias: sourceAliases() },
+  resolve: { alias: [...sourceAliases(), ...addonAliases()] },
   test: {
     // Both projects: the integration tests need it (Kafka rebalances, MinIO restarts,
     // crash loops), and the unit tests' property tests (bloom false-positive rates measured

@@ -1,5 +1,6 @@
 #!/bin/sh
-# `npm test`: install, build, type-check, lint, check formatting, run the whole suite.
+# `npm test`: install, build, type-check, lint, check formatting, run the whole suite (and
+# its unit tests again on the image's Node).
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/pnpm.sh --version >/dev/null # installs the pinned pnpm on first use
@@ -37,4 +38,15 @@ export KAFKA_BROKERS
 # Chromium for the experiment report's browser test: Debian's package, installed here
 # (outside any test's timeout) when missing; a machine that cannot install it fails.
 sh scripts/chromium.sh install
+# The Compose CLI, which validates docker-compose.yml (apps/sieve/src/compose.int.test.ts):
+# Debian's docker-compose, installed here when no `docker compose` is on the machine.
+sh scripts/compose.sh install
+# promtool, which checks deploy/prometheus and the Grafana dashboard's PromQL
+# (apps/sieve/src/promtool.int.test.ts): built from the Prometheus Go module into
+# .cache/promtool on first use (about 9 minutes on a cold Go cache, 15 s on a warm one).
+sh scripts/promtool.sh build
 pnpm run vitest
+# The unit tests again on the Node the image runs (the Dockerfile's base), when the
+# machine's Node is another major version: that Node from the npm registry's `node` package
+# and re2 built for it, cached in .cache/node-lts (scripts/node-lts.sh).
+sh scripts/node-lts.sh test-unit
