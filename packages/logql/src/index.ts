@@ -69,3 +69,10 @@ export {
   type StreamFold,
 } from "./partials.js";
 export { splitRange, mergeMatrices } from "./split.js";
+export {
+  DeleteFilter,
+  parseDeleteQuery,
+  type DeleteSpec,
+  type DeletableEntry,
+  type StreamDeleteTest,
+} from "./deletes.js";

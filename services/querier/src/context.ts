@@ -6,6 +6,7 @@ import type { IndexSegment } from "@sieve/index";
 import { deadlineSignal, settleBy } from "@sieve/kit";
 import type { ObjectCache } from "./cache.js";
 import type { QuerierConfig, QueryLimits } from "./config.js";
+import type { DeleteRequestsSource } from "./deletes.js";
 import type { QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { ERR_DEADLINE_EXCEEDED, QueryError, queryMemory } from "./errors.js";
@@ -33,6 +34,8 @@ export interface QuerierParts {
   readonly chunks: ObjectCache<Uint8Array>;
   /** Label records of the series' canonical label strings. */
   readonly labels: ParsedLabels;
+  /** The tenants' delete requests that queries filter (deletes.ts). */
+  readonly deletes: DeleteRequestsSource;
 }
 
 /**

@@ -25,6 +25,7 @@ import {
 import { ObjectCache } from "./cache.js";
 import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
 import { QueryContext, type QuerierParts } from "./context.js";
+import { StoreDeleteRequests, type DeleteRequestsSource } from "./deletes.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier, PatternSeries } from "@sieve/proto";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
@@ -63,6 +64,11 @@ export interface QuerierDeps {
   readonly metrics?: QuerierMetrics;
   /** Where unreadable series and failed-open chunks are logged and counted. */
   readonly report?: ReadReport;
+  /**
+   * The delete requests queries filter; default: read from `store` (cached
+   * `deleteRequestsCacheMs`) for tenants whose `deletionMode` is not `disabled`.
+   */
+  readonly deletes?: DeleteRequestsSource;
 }
 
 /**
@@ -99,6 +105,12 @@ export class Querier {
       segments: this.segments,
       chunks: this.chunks,
       labels: new ParsedLabels(this.report),
+      deletes:
+        deps.deletes ??
+        new StoreDeleteRequests(deps.store, {
+          cacheMs: deps.config.deleteRequestsCacheMs,
+          enabled: (tenant) => limitsFor(deps.config, tenant).deletionMode !== "disabled",
+        }),
     };
   }
 
