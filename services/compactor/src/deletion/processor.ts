@@ -46,6 +46,7 @@ import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { DEFAULT_CANCEL_PERIOD_MS } from "./http.js";
 import { liveManifestSegments } from "./manifests.js";
+import { listsAny, refOfKey, segmentsOfDays } from "./segments.js";
 import { deletionMetrics } from "./registry.js";
 import { DeleteRequestsStore, type TaggedRequest } from "./requests.js";
 import { replaceSegment, rewriteChunk, chunkEntries, type ChunkRewrite } from "./rewrite.js";
@@ -96,37 +97,6 @@ export class LeaseLostError extends Error {
     super("compactor lease lost: delete processing stopped");
     this.name = "LeaseLostError";
   }
-}
-
-/** Past this many days, one listing of the tenant's whole index beats a listing per day. */
-const LIST_ALL_DAYS = 31;
-
-/**
- * The keys of `tenant`'s segments of the days [from, through] (ns) touches, sorted: a
- * listing per day, or for a long range one listing of `<tenant>/index/` filtered by day
- * (a request over years would otherwise list thousands of empty days).
- */
-async function segmentsOfDays(
-  store: Pick<ObjectStore, "list" | "get">,
-  tenant: string,
-  from: bigint,
-  through: bigint,
-): Promise<string[]> {
-  const first = Math.max(0, dayOf(from));
-  const last = dayOf(through);
-  if (last - first + 1 <= LIST_ALL_DAYS) return listSegments(store, tenant, from, through);
-  const prefix = `${tenant}/index/`;
-  const lo = dayString(first);
-  const hi = dayString(last);
-  const keys: string[] = [];
-  for (const key of await store.list(prefix)) {
-    const rest = key.slice(prefix.length);
-    const slash = rest.indexOf("/");
-    if (slash !== 10 || rest.indexOf("/", slash + 1) >= 0) continue;
-    const day = rest.slice(0, 10);
-    if (day >= lo && day <= hi) keys.push(key);
-  }
-  return keys.sort();
 }
 
 interface Counts {
@@ -474,24 +444,6 @@ export class DeletionProcessor {
     }
     return still;
   }
-}
-
-/** Whether `segment` lists a chunk of `keys`. */
-function listsAny(segment: IndexSegment, keys: ReadonlyMap<string, unknown>): boolean {
-  for (const s of segment.series) {
-    for (const c of s.chunks) {
-      if (keys.has(chunkKey({ tenant: segment.tenant, fingerprint: s.fingerprint, ...c })))
-        return true;
-    }
-  }
-  return false;
-}
-
-/** from and through of a chunk key `<tenant>/chunks/<fp>/<from>-<through>-<checksum>`. */
-function refOfKey(key: string): { from: bigint; through: bigint } {
-  const m = /\/(-?\d+)-(-?\d+)-[0-9a-f]{8}$/.exec(key);
-  if (m === null) throw new Error(`not a chunk key: ${key}`);
-  return { from: BigInt(m[1]!), through: BigInt(m[2]!) };
 }
 
 /**
