@@ -10,6 +10,7 @@ import {
 } from "@sieve/config";
 import type { ConfigErrorCode, Env, Mapping, OptionRow } from "@sieve/config";
 import { loadConfig as loadGatewayConfig, type BloomGatewayConfig } from "@sieve/bloom-gateway";
+import { loadConfig as loadCompactorConfig, type CompactorConfig } from "@sieve/compactor";
 import { loadConfig as loadDistributorConfig, type DistributorConfig } from "@sieve/distributor";
 import { loadConfig as loadIngesterConfig, type IngesterConfig } from "@sieve/ingester";
 import { loadConfig as loadQuerierConfig, type QuerierConfig } from "@sieve/querier";
@@ -45,6 +46,7 @@ export interface SieveConfig {
   readonly ingester: IngesterConfig;
   readonly querier: QuerierConfig;
   readonly bloomGateway: BloomGatewayConfig;
+  readonly compactor: CompactorConfig;
 }
 
 /** The object store: a directory (embedded default) or an S3 bucket. */
@@ -207,6 +209,7 @@ export const COMPONENT_SCHEMAS = {
   ingester: loadIngesterConfig.schema,
   querier: loadQuerierConfig.schema,
   bloomGateway: loadGatewayConfig.schema,
+  compactor: loadCompactorConfig.schema,
 } as const;
 
 /** The shared options, documented: for `sieve --help` and docs/configuration.md. */
@@ -295,6 +298,7 @@ export function loadSieveConfig(sources: SieveConfigSources = {}): SieveConfig {
     ingester: loadIngesterConfig({ doc, env }),
     querier: loadQuerierConfig({ doc, env, base: shared }),
     bloomGateway: loadGatewayConfig({ doc, env }),
+    compactor: loadCompactorConfig({ doc, env }),
   };
 }
 

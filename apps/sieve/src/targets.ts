@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { BloomGateway, BloomGatewayClient, bloomGatewayPlugin } from "@sieve/bloom-gateway";
+import { DeleteRequestsStore, deleteApiPlugin, deletionMetrics } from "@sieve/compactor";
 import { distributorPlugin } from "@sieve/distributor";
 import {
   DEFAULT_CONFIG as DEFAULT_INGESTER_CONFIG,
@@ -288,6 +289,25 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         });
         await app.register(querierPlugin({ querier, ...common }));
       }
+    }
+
+    if (wants("querier")) {
+      // Loki's compactor serves the delete API; until Sieve's compactor role runs, the
+      // querier does (the requests live in the object store, where every role reads them).
+      const { querier } = config;
+      await app.register(
+        deleteApiPlugin({
+          requests: new DeleteRequestsStore(store!),
+          authEnabled: querier.authEnabled,
+          deletionMode: (tenant) =>
+            (Object.hasOwn(querier.overrides, tenant)
+              ? querier.overrides[tenant]?.deletionMode
+              : undefined) ?? querier.limits.deletionMode,
+          cancelPeriodMs: config.compactor.deleteRequestCancelPeriodMs,
+          metrics: deletionMetrics(registry),
+          logger,
+        }),
+      );
     }
 
     registerBuildInfo(app);

@@ -71,6 +71,15 @@ function paramsOf(request: FastifyRequest): URLSearchParams {
 /** The delete API's routes (see the top of this file). */
 export function deleteApiPlugin(deps: DeleteApiDeps): FastifyPluginCallback {
   return (app, _options, done) => {
+    // Parameters are read from the URL, as Loki's handler reads them; a form body of a
+    // client that sends one is accepted and ignored.
+    app.addContentTypeParser(
+      "application/x-www-form-urlencoded",
+      { parseAs: "string" },
+      (_request, body, parsed) => {
+        parsed(null, body);
+      },
+    );
     const now = deps.now ?? Date.now;
     const cancelPeriodMs = deps.cancelPeriodMs ?? DEFAULT_CANCEL_PERIOD_MS;
 
