@@ -10,13 +10,14 @@ import { COMPONENT_SCHEMAS, SIEVE_OPTIONS } from "./config.js";
 
 /** Every generated table, by the name its markers carry. */
 export function configTables(): Record<string, string> {
-  const { distributor, ingester, querier, bloomGateway } = COMPONENT_SCHEMAS;
+  const { distributor, ingester, querier, bloomGateway, compactor } = COMPONENT_SCHEMAS;
   return {
     shared: optionsTable(SIEVE_OPTIONS),
     distributor: optionsTable(optionRows(distributor)),
     ingester: optionsTable(optionRows(ingester)),
     querier: optionsTable(optionRows(querier)),
     bloomGateway: optionsTable(optionRows(bloomGateway)),
+    compactor: optionsTable(optionRows(compactor)),
   };
 }
 
