@@ -44,10 +44,6 @@ export function parseDeleteTime(text: string, nowMs: number): number | undefined
     const whole = Math.trunc(seconds);
     return whole * 1000 + Math.round((seconds - whole) * 1000);
   }
-  if (RFC3339.test(text)) {
-    const ms = Date.parse(text);
-    if (Number.isFinite(ms)) return ms;
-  }
   return undefined;
 }
 
