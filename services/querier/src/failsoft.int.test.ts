@@ -5,6 +5,7 @@
  * throws keeps every ref, logged and counted by reason. Real segments and chunks in a real
  * FsObjectStore, the real server over loopback.
  */
+import { NO_DELETES } from "./deletes.js";
 import { Writable } from "node:stream";
 import { encodeChunk, chunkKey, type Entry } from "@sieve/chunk";
 import { dayOf, encodeSegment, segmentKey, type SegmentSeries } from "@sieve/index";
@@ -201,6 +202,7 @@ function partsWith(chunkFilter: ChunkFilter) {
     segments: new ObjectCache(1 << 20, (v) => v.bytes),
     chunks: new ObjectCache(1 << 20, (v) => v.byteLength),
     labels: new ParsedLabels(report),
+    deletes: NO_DELETES,
   };
   return { parts, report, lines, registry };
 }
