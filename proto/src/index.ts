@@ -54,9 +54,11 @@ export {
   decodeSampleRequest,
   encodeSampleResponse,
   decodeSampleResponse,
+  MAX_QUERY_DELETES,
 } from "./ingester.js";
 export type {
   IngesterCallOptions,
+  IngesterDelete,
   IngesterEntry,
   IngesterQuerier,
   IngesterQueryRequest,

@@ -359,3 +359,39 @@ describe("sample call (pushed-down metric queries)", () => {
     );
   });
 });
+
+describe("delete requests carried by queries (query-time filtering)", () => {
+  const deletes = [
+    {
+      query: '{app="a"} |= "secret"',
+      start: 1_700_000_000_000_000_000n,
+      end: 1_700_000_001_000_000_000n,
+    },
+    { query: '{app="b"}', start: 0n, end: 5n },
+  ];
+
+  test("a query request and a sample request carry them both ways", () => {
+    const q: IngesterQueryRequest = { ...request, deletes };
+    expect(decodeQueryRequest(encodeQueryRequest(q))).toEqual(q);
+    const s = {
+      tenant: "t",
+      query: 'count_over_time({app="a"}[1m])',
+      start: 1n,
+      end: 2n,
+      step: 1n,
+      deletes,
+    };
+    expect(decodeSampleRequest(encodeSampleRequest(s))).toEqual(s);
+    // None: the field is absent, as before it existed.
+    expect(decodeQueryRequest(encodeQueryRequest(request))).not.toHaveProperty("deletes");
+  });
+
+  test.each([
+    ["an empty selector", { query: "", start: 0n, end: 1n }, "a delete without a selector"],
+    ["end before start", { query: '{a="b"}', start: 5n, end: 1n }, "delete end 1 before start 5"],
+  ])("refuses %s", (_name, bad, message) => {
+    expect(() => decodeQueryRequest(encodeQueryRequest({ ...request, deletes: [bad] }))).toThrow(
+      message,
+    );
+  });
+});

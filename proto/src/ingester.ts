@@ -55,7 +55,24 @@ export interface IngesterQueryRequest {
    * bound (the ingester's `maxEntriesPerQuery` still applies).
    */
   readonly maxBytes?: number;
+  /**
+   * The tenant's delete requests that overlap the query (query-time filtering): the lines
+   * they select are dropped before the pipeline. Absent: none.
+   */
+  readonly deletes?: readonly IngesterDelete[];
 }
+
+/** A delete request as query-time filtering takes it (`@sieve/logql` DeleteSpec). */
+export interface IngesterDelete {
+  /** A log selector with optional line filters. */
+  readonly query: string;
+  /** Unix ns, both inclusive. */
+  readonly start: bigint;
+  readonly end: bigint;
+}
+
+/** Most delete requests one query may carry. */
+export const MAX_QUERY_DELETES = 10_000;
 
 /** One kept entry, after the query's pipeline. */
 export interface IngesterEntry {
@@ -210,6 +227,8 @@ export interface IngesterSampleRequest {
    * sends `__tenant_id__`. Absent: the streams' own labels.
    */
   readonly streamLabels?: Readonly<Record<string, string>>;
+  /** As {@link IngesterQueryRequest.deletes}: lines dropped before they are counted. */
+  readonly deletes?: readonly IngesterDelete[];
 }
 
 /** The identity of a cut chunk: as the index names it once flushed. */
@@ -239,6 +258,12 @@ interface WireQueryRequest {
   direction: number;
   limit: number;
   maxBytes: LongBits | number;
+  deletes: WireDelete[];
+}
+interface WireDelete {
+  selector: string;
+  start: LongBits | number;
+  end: LongBits | number;
 }
 interface WireEntry {
   timestamp: LongBits | number;
@@ -298,6 +323,29 @@ function range(w: { start: LongBits | number; end: LongBits | number }): {
   return { start, end };
 }
 
+function encodeDeletes(deletes: readonly IngesterDelete[] | undefined): object[] {
+  return (deletes ?? []).map((d) => ({
+    selector: d.query,
+    start: toLong(d.start),
+    end: toLong(d.end),
+  }));
+}
+
+function decodeDeletes(w: readonly WireDelete[]): { deletes?: IngesterDelete[] } {
+  if (w.length === 0) return {};
+  if (w.length > MAX_QUERY_DELETES) throw malformed(`${w.length} deletes`);
+  return {
+    deletes: w.map((d) => {
+      if (d.selector === "") throw malformed("a delete without a selector");
+      checkSelector(d.selector);
+      const start = toBigInt(d.start, true);
+      const end = toBigInt(d.end, true);
+      if (end < start) throw malformed(`delete end ${end} before start ${start}`);
+      return { query: d.selector, start, end };
+    }),
+  };
+}
+
 /** Encodes a QueryRequest: what a querier sends. */
 export function encodeQueryRequest(req: IngesterQueryRequest): Uint8Array {
   return QueryRequestType.encode({
@@ -308,6 +356,7 @@ export function encodeQueryRequest(req: IngesterQueryRequest): Uint8Array {
     direction: req.direction === "backward" ? 1 : 0,
     limit: req.limit,
     maxBytes: toLong(BigInt(req.maxBytes ?? 0)),
+    deletes: encodeDeletes(req.deletes),
   }).finish();
 }
 
@@ -328,6 +377,7 @@ export function decodeQueryRequest(bytes: Uint8Array): IngesterQueryRequest {
     direction,
     limit: w.limit >>> 0,
     ...(maxBytes > 0n && { maxBytes: Number(maxBytes) }),
+    ...decodeDeletes(w.deletes),
   };
 }
 
@@ -674,6 +724,7 @@ interface WireSampleRequest {
   step: LongBits | number;
   maxSamples: LongBits | number;
   streamLabels: Label[];
+  deletes: WireDelete[];
 }
 interface WireSeriesPartial {
   agg: number;
@@ -705,6 +756,7 @@ export function encodeSampleRequest(req: IngesterSampleRequest): Uint8Array {
     step: toLong(req.step),
     maxSamples: toLong(BigInt(req.maxSamples ?? 0)),
     streamLabels: pairs(req.streamLabels ?? {}),
+    deletes: encodeDeletes(req.deletes),
   }).finish();
 }
 
@@ -725,6 +777,7 @@ export function decodeSampleRequest(bytes: Uint8Array): IngesterSampleRequest {
     step,
     ...(maxSamples > 0n && { maxSamples: Number(maxSamples) }),
     ...(w.streamLabels.length > 0 && { streamLabels: record(w.streamLabels, "stream_labels") }),
+    ...decodeDeletes(w.deletes),
   };
 }
 

@@ -3,7 +3,14 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { BloomGateway, BloomGatewayClient, bloomGatewayPlugin } from "@sieve/bloom-gateway";
-import { Compactor, retentionConfig } from "@sieve/compactor";
+import {
+  Compactor,
+  DeleteRequestsStore,
+  DeletionProcessor,
+  deleteApiPlugin,
+  deletionMetrics,
+  retentionConfig,
+} from "@sieve/compactor";
 import { distributorPlugin } from "@sieve/distributor";
 import {
   DEFAULT_CONFIG as DEFAULT_INGESTER_CONFIG,
@@ -305,12 +312,54 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
 
     if (wants("compactor")) {
       // One per store: a second compactor (another `sieve all` or `sieve compactor` on the
-      // same bucket) waits for the lock. Delete processing plugs in with addJob.
+      // same bucket) waits for the lock. It serves the delete API, as Loki's compactor does
+      // (the requests live in the object store, where queriers read them for filtering),
+      // and processes the requests as a job of each run.
+      const { querier, ingester } = config;
+      const deletionMode = (tenant: string): string =>
+        (Object.hasOwn(querier.overrides, tenant)
+          ? querier.overrides[tenant]?.deletionMode
+          : undefined) ?? querier.limits.deletionMode;
+      await app.register(
+        deleteApiPlugin({
+          requests: new DeleteRequestsStore(store!),
+          authEnabled: querier.authEnabled,
+          deletionMode,
+          cancelPeriodMs: config.compactor.deleteRequestCancelPeriodMs,
+          metrics: deletionMetrics(registry),
+          logger,
+        }),
+      );
+      const deletion = new DeletionProcessor({
+        deletionMode,
+        cancelPeriodMs: config.compactor.deleteRequestCancelPeriodMs,
+        deleteDelayMs: config.compactor.retentionDeleteDelayMs,
+        // The tenants' default bloom shape; n-grams and token kinds come from each old
+        // index entry (a tenant's own falsePositiveRate override is not applied).
+        bloom: {
+          filter: { fp: ingester.blooms.falsePositiveRate },
+          layout: ingester.blooms.filterLayout,
+          maxBloomBytes: ingester.maxBloomBytes,
+        },
+      });
       const compactor = new Compactor({
         config: config.compactor,
         store: store!,
         logger: logger.child({ component: "compactor" }),
         registry,
+        jobs: [
+          {
+            name: "deletes",
+            run: async (ctx) => {
+              await deletion.run({
+                store: ctx.store,
+                logger: ctx.logger,
+                registry,
+                isLeaseHeld: () => ctx.lock.held,
+              });
+            },
+          },
+        ],
       });
       compactor.start();
       closers.push(() => compactor.stop());

@@ -70,3 +70,16 @@ export {
   volumeMaxSeriesMessage,
 } from "./volume.js";
 export type { VolumeAggregateBy, VolumeBucket, VolumeEntry, VolumeSpec } from "./volume.js";
+export {
+  DELETE_REQUEST_ID,
+  PROCESSED_FILTER_MS,
+  decodeDeleteRequest,
+  deleteRequestIdOf,
+  deleteRequestKey,
+  deleteRequestRange,
+  deleteRequestsPrefix,
+  encodeDeleteRequest,
+  filtersQueries,
+  readDeleteRequests,
+} from "./deletes.js";
+export type { DeleteRequestRecord, DeleteRequestStatus, DeleteRequestStore } from "./deletes.js";

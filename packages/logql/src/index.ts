@@ -22,6 +22,17 @@ export { printExpr, printSelector } from "./printer.js";
 export { prettyExpr, MAX_CHARS_PER_LINE } from "./pretty.js";
 export { matchesLabels } from "./matchers.js";
 export { parseDuration } from "./units.js";
+export {
+  DEFAULT_RETENTION_LIMITS,
+  MIN_RETENTION_PERIOD_MS,
+  NO_RETENTION,
+  Retention,
+  TenantRetention,
+  parseStreamRetention,
+  type RetentionConfig,
+  type RetentionLimits,
+  type StreamRetention,
+} from "./retention.js";
 
 /** Parses and validates a query (Loki's `ParseExpr`); throws {@link ParseError}. */
 export function parseExpr(query: string, options?: ParseOptions): Expr {
@@ -70,3 +81,10 @@ export {
   type StreamFold,
 } from "./partials.js";
 export { splitRange, mergeMatrices } from "./split.js";
+export {
+  DeleteFilter,
+  parseDeleteQuery,
+  type DeleteSpec,
+  type DeletableEntry,
+  type StreamDeleteTest,
+} from "./deletes.js";

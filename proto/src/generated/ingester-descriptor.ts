@@ -36,6 +36,11 @@ export const ingesterDescriptor = {
                     "maxBytes": {
                       "type": "uint64",
                       "id": 7
+                    },
+                    "deletes": {
+                      "rule": "repeated",
+                      "type": "Delete",
+                      "id": 8
                     }
                   },
                   "nested": {
@@ -44,6 +49,22 @@ export const ingesterDescriptor = {
                         "DIRECTION_FORWARD": 0,
                         "DIRECTION_BACKWARD": 1
                       }
+                    }
+                  }
+                },
+                "Delete": {
+                  "fields": {
+                    "selector": {
+                      "type": "string",
+                      "id": 1
+                    },
+                    "start": {
+                      "type": "int64",
+                      "id": 2
+                    },
+                    "end": {
+                      "type": "int64",
+                      "id": 3
                     }
                   }
                 },
@@ -363,6 +384,11 @@ export const ingesterDescriptor = {
                       "rule": "repeated",
                       "type": "LabelPair",
                       "id": 7
+                    },
+                    "deletes": {
+                      "rule": "repeated",
+                      "type": "Delete",
+                      "id": 8
                     }
                   }
                 },

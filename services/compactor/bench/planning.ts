@@ -35,7 +35,7 @@ import { mapLimit } from "@sieve/kit";
 import { FsObjectStore, S3ObjectStore, type ObjectStore } from "@sieve/storage";
 import pino from "pino";
 import { CompactorMetrics } from "../src/metrics.js";
-import { Retention, NO_RETENTION } from "../src/retention.js";
+import { Retention, NO_RETENTION } from "@sieve/logql";
 import { runOnce } from "../src/run.js";
 
 const { values } = parseArgs({

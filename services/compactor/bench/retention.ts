@@ -20,7 +20,7 @@ import type { Entry } from "@sieve/chunk";
 import type { ObjectStore } from "@sieve/storage";
 import pino from "pino";
 import { CompactorMetrics } from "../src/metrics.js";
-import { Retention, type RetentionConfig } from "../src/retention.js";
+import { Retention, type RetentionConfig } from "@sieve/logql";
 import { runOnce } from "../src/run.js";
 import { DAY_MS, NS_PER_MS, openTestStore, writeFlush } from "../src/testdata.test-helper.js";
 

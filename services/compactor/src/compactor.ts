@@ -12,7 +12,7 @@ import type { Registry } from "prom-client";
 import { retentionConfig, type CompactorConfig } from "./config.js";
 import { CompactorLock, LockLostError } from "./lock.js";
 import { CompactorMetrics, type RunOutcome } from "./metrics.js";
-import { Retention } from "./retention.js";
+import { Retention } from "@sieve/logql";
 import { runOnce, type RunReport } from "./run.js";
 
 /** What a {@link CompactorJob} runs with. */

@@ -13,7 +13,7 @@ import {
   parseStreamRetention,
   type RetentionConfig,
   type RetentionLimits,
-} from "./retention.js";
+} from "@sieve/logql";
 
 /** The compactor's configuration (Loki's `compactor` block and its retention limits). */
 export interface CompactorConfig {
@@ -42,6 +42,16 @@ export interface CompactorConfig {
   readonly garbageGracePeriodMs: number;
   /** Loki's `retention_enabled`: apply `limits` (off: nothing expires, queries unclamped). */
   readonly retentionEnabled: boolean;
+  /**
+   * Loki's `delete_request_cancel_period` (24h): a delete request can be cancelled for
+   * this long after it is made, and is processed only after it.
+   */
+  readonly deleteRequestCancelPeriodMs: number;
+  /**
+   * Loki's `retention_delete_delay` (2h): chunks whose index entries a delete request
+   * replaced are deleted this long after, so a query planned just before still reads them.
+   */
+  readonly retentionDeleteDelayMs: number;
   /** Retention of every tenant. */
   readonly limits: RetentionLimits;
   /** Per-tenant changes to `limits`, by tenant ID. */
@@ -58,6 +68,8 @@ export const DEFAULT_CONFIG: CompactorConfig = {
   maxSegmentChunks: 200_000,
   garbageGracePeriodMs: 2 * 3_600_000,
   retentionEnabled: false,
+  deleteRequestCancelPeriodMs: 24 * 3_600_000,
+  retentionDeleteDelayMs: 2 * 3_600_000,
   limits: DEFAULT_RETENTION_LIMITS,
   overrides: {},
 };
@@ -81,6 +93,10 @@ const SCHEMA = defineSchema({
       "an unreferenced chunk or bloom block is deleted only once this old (a flush in progress writes them before its index)",
     retentionEnabled:
       "apply `limits` (`retention_enabled`): expired data is deleted and hidden from queries",
+    deleteRequestCancelPeriodMs:
+      "a delete request can be cancelled this long after it is made, and is processed only after it (`delete_request_cancel_period`)",
+    retentionDeleteDelayMs:
+      "chunks whose index entries a delete request replaced are deleted this long after (`retention_delete_delay`)",
     limits: {
       retentionPeriodMs:
         "lines older are deleted and never returned (`retention_period`, at least 24h); 0 = forever",

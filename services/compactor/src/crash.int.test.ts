@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import type { ObjectStore } from "@sieve/storage";
 import { afterAll, describe, expect, it } from "vitest";
 import { CompactorMetrics } from "./metrics.js";
-import { Retention, type RetentionConfig } from "./retention.js";
+import { Retention, type RetentionConfig } from "@sieve/logql";
 import { runOnce } from "./run.js";
 import {
   DAY_MS,

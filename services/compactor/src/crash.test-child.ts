@@ -7,7 +7,7 @@
  * lasts long enough for random kills to land inside it.
  */
 import { CompactorMetrics } from "./metrics.js";
-import { Retention, type RetentionConfig } from "./retention.js";
+import { Retention, type RetentionConfig } from "@sieve/logql";
 import { runOnce } from "./run.js";
 import { quiet, storeFromEnv } from "./testdata.test-helper.js";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "./config.js";
-import { Retention, TenantRetention, parseStreamRetention } from "./retention.js";
+import { Retention, TenantRetention, parseStreamRetention } from "@sieve/logql";
 
 const DAY = 86_400_000;
 

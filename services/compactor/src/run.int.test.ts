@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG, type CompactorConfig } from "./config.js";
 import { LockLostError } from "./lock.js";
 import { CompactorMetrics } from "./metrics.js";
-import { Retention, type RetentionConfig } from "./retention.js";
+import { Retention, type RetentionConfig } from "@sieve/logql";
 import { runOnce, type RunReport } from "./run.js";
 import {
   DAY_MS,

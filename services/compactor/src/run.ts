@@ -23,7 +23,7 @@ import type { Logger } from "pino";
 import type { CompactorLock } from "./lock.js";
 import { mergeDay } from "./merge.js";
 import type { CompactorMetrics, DeleteReason, ObjectKind } from "./metrics.js";
-import type { Retention, TenantRetention } from "./retention.js";
+import type { Retention, TenantRetention } from "@sieve/logql";
 import { listStore, protectedSegments, SegmentReader, type DaySegments } from "./scan.js";
 
 /** Deletions in flight at once. */

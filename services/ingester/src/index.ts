@@ -21,4 +21,3 @@ export type { IngesterHandle } from "./workers.js";
 export { MANIFESTS_PREFIX, decodeManifest, encodeManifest, manifestKey } from "./manifest.js";
 export { recoverPartition } from "./recovery.js";
 export { claimPartition } from "./ownership.js";
-export type { FlushManifest } from "./manifest.js";

@@ -9,6 +9,7 @@
 import { ChunkReader } from "@sieve/chunk";
 import type { Entry } from "@sieve/chunk";
 import {
+  DeleteFilter,
   LimitError,
   LogqlError,
   SamplePlan,
@@ -198,6 +199,21 @@ export function runPipeline(
     : { timestamp: e.timestamp, line: out.line, structuredMetadata, labels: out.labels };
 }
 
+/**
+ * The request's delete requests compiled (undefined: none, and nothing is tested). A
+ * request that does not parse is the querier's fault: `invalid_request`.
+ */
+function deletesOf(req: Pick<IngesterQueryRequest, "deletes">): DeleteFilter | undefined {
+  if (req.deletes === undefined || req.deletes.length === 0) return undefined;
+  try {
+    return DeleteFilter.compile(req.deletes);
+  } catch (error) {
+    throw new IngesterError("invalid_request", `delete request: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+}
+
 /** A kept entry: the stored entry (for ordering) and the answer's entry made of it. */
 type Kept = Entry & { readonly out: IngesterEntry };
 
@@ -226,6 +242,7 @@ export async function queryStreams(
     throw new IngesterError("invalid_request", `limit ${req.limit}`);
   }
   const maxBytes = req.maxBytes ?? 0;
+  const deletes = deletesOf(req);
   const slicer = new Slicer(options.signal);
   const max = maxEntriesPerQuery;
   const range: EntryRange = {
@@ -251,10 +268,11 @@ export async function queryStreams(
       keptBytes = bytesOf(kept);
     };
     // Without a pipeline a chunk's first `limit` entries in direction are all it can give.
+    const deleted = deletes?.forStream(s.labelMap);
     const add = async (source: Iterable<Entry>): Promise<void> => {
       let taken = 0;
       for (const e of source) {
-        const out = runPipeline(pipeline, e, s.labelMap);
+        const out = deleted?.(e) === true ? null : runPipeline(pipeline, e, s.labelMap);
         if (out !== null) {
           kept.push({ ...e, out });
           keptBytes += entryBytes(out.line);
@@ -381,13 +399,16 @@ export async function sampleStreams(
     let held = 0;
     const heads = plan.partials();
     const extra = req.streamLabels;
+    const deletes = deletesOf(req);
     for (const s of streams) {
       const fold = plan.stream(extra === undefined ? s.labelMap : { ...s.labelMap, ...extra });
       if (fold === undefined) continue;
       const costly = fold.runs.some((r) => !r.pipeline.lineOnly);
+      // By the stream's own labels: a request selects by them, not by `__tenant_id__`.
+      const deleted = deletes?.forStream(s.labelMap);
       const add = async (into: ReturnType<SamplePlan["partials"]>, source: Iterable<Entry>) => {
         for (const e of source) {
-          if (fold.mayCount === undefined || fold.mayCount(e.line)) {
+          if ((fold.mayCount === undefined || fold.mayCount(e.line)) && deleted?.(e) !== true) {
             plan.fold(into, fold, {
               timestamp: e.timestamp,
               line: e.line,

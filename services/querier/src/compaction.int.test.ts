@@ -8,13 +8,8 @@
 import { randomBytes } from "node:crypto";
 import { mapLimit } from "@sieve/kit";
 import { CreateBucketCommand } from "@aws-sdk/client-s3";
-import {
-  CompactorMetrics,
-  DEFAULT_CONFIG as COMPACTOR,
-  Retention,
-  runOnce,
-} from "@sieve/compactor";
-import type { RetentionConfig } from "@sieve/compactor";
+import { CompactorMetrics, DEFAULT_CONFIG as COMPACTOR, runOnce } from "@sieve/compactor";
+import { Retention, type RetentionConfig } from "@sieve/logql";
 import type { Entry } from "@sieve/chunk";
 import { S3ObjectStore, isNotFound, type CallOptions, type ObjectStore } from "@sieve/storage";
 import { pino } from "pino";

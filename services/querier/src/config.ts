@@ -1,5 +1,13 @@
 import { availableParallelism } from "node:os";
-import { checkRange, defineSchema, forTenant, sectionLoader, tenantIdError } from "@sieve/config";
+import {
+  ConfigError,
+  checkRange,
+  defineSchema,
+  forTenant,
+  sectionLoader,
+  tenantIdError,
+  tenantViews,
+} from "@sieve/config";
 import type { SectionLoader, SectionSources } from "@sieve/config";
 
 /**
@@ -32,7 +40,18 @@ export interface QueryLimits {
   readonly volumeEnabled: boolean;
   /** Loki's `volume_max_series` (1000): names a volume query may accumulate (400 past it). */
   readonly volumeMaxSeries: number;
+  /**
+   * Loki's `deletion_mode` (`filter-and-delete`): `disabled` (no delete API, no filtering),
+   * `filter-only` (requests hide lines from queries, nothing is rewritten) or
+   * `filter-and-delete` (hidden until the compactor has rewritten the chunks without them).
+   */
+  readonly deletionMode: DeletionMode;
 }
+
+/** Loki's deletion modes (`pkg/compactor/deletionmode`). */
+export const DELETION_MODES = ["disabled", "filter-only", "filter-and-delete"] as const;
+/** One of {@link DELETION_MODES}. */
+export type DeletionMode = (typeof DELETION_MODES)[number];
 
 /** Loki's defaults. */
 export const DEFAULT_QUERY_LIMITS: QueryLimits = {
@@ -45,6 +64,7 @@ export const DEFAULT_QUERY_LIMITS: QueryLimits = {
   maxConcurrentTailRequests: 10,
   volumeEnabled: true,
   volumeMaxSeries: 1000,
+  deletionMode: "filter-and-delete",
 };
 
 /** The querier's configuration. Sizes in bytes. */
@@ -100,6 +120,11 @@ export interface QuerierConfig {
   readonly tailMaxBufferedBytes: number;
   /** A tail's client blocked this long is closed (Loki's ingesters: 15 s). */
   readonly tailSlowReaderMs: number;
+  /**
+   * How long a tenant's delete requests, read from the store for query-time filtering, are
+   * reused (Loki's querier caches them 5 min); 0 reads them for every query.
+   */
+  readonly deleteRequestsCacheMs: number;
 }
 
 /** Defaults that work with no file. */
@@ -119,6 +144,7 @@ export const DEFAULT_CONFIG: QuerierConfig = {
   tailMaxDurationMs: 3_600_000,
   tailMaxBufferedBytes: 1024 * 1024,
   tailSlowReaderMs: 15_000,
+  deleteRequestsCacheMs: 10_000,
 };
 
 // The shared configuration errors: re-exported so importers of this package keep working.
@@ -168,11 +194,15 @@ const SCHEMA = defineSchema({
       volumeEnabled: "`index/volume` and `index/volume_range` answer (`volume_enabled`); off: 404",
       volumeMaxSeries:
         "series (or labels) a volume query may group by before it is refused (`volume_max_series`); 0 = no limit",
+      deletionMode:
+        "`disabled`, `filter-only` or `filter-and-delete` (`deletion_mode`): whether the delete API answers, and whether the compactor rewrites chunks or queries only hide the lines",
     },
     tailMaxDurationMs: "a tail open longer is closed (`tail_max_duration`); 0 = no limit",
     tailMaxBufferedBytes:
       "bytes a tail's WebSocket may hold unsent; past it new lines are dropped and listed in `dropped_entries`",
     tailSlowReaderMs: "a tail's client that stays blocked this long is closed (1011)",
+    deleteRequestsCacheMs:
+      "how long a tenant's delete requests are reused by query-time filtering before being read again; 0 = every query",
   },
 });
 
@@ -193,6 +223,11 @@ function validate(config: QuerierConfig): void {
   checkRange("tailMaxBufferedBytes", config.tailMaxBufferedBytes, 1);
   checkRange("tailSlowReaderMs", config.tailSlowReaderMs, 1);
   checkRange("splitConcurrency", config.splitConcurrency, 1, 64);
+  for (const [path, limits] of tenantViews("limits", config.limits, config.overrides)) {
+    if (!(DELETION_MODES as readonly string[]).includes(limits.deletionMode)) {
+      throw new ConfigError("invalid_value", `${path}.deletionMode`, DELETION_MODES.join(", "));
+    }
+  }
 }
 
 /**
@@ -213,9 +248,14 @@ export function limitsFor(config: QuerierConfig, tenant: string): QueryLimits {
  * a switch is on only when it is on for every tenant.
  */
 export function smallestLimits(all: readonly QueryLimits[]): QueryLimits {
-  const out: Record<string, number | boolean> = {};
+  const out: Record<string, number | boolean | string> = {};
   for (const key of Object.keys(DEFAULT_QUERY_LIMITS) as (keyof QueryLimits)[]) {
     const values = all.map((l) => l[key]);
+    if (typeof DEFAULT_QUERY_LIMITS[key] === "string") {
+      // deletionMode: read per tenant (a read across tenants filters each tenant's own).
+      out[key] = values[0] ?? DEFAULT_QUERY_LIMITS[key];
+      continue;
+    }
     if (typeof DEFAULT_QUERY_LIMITS[key] === "boolean") {
       out[key] = values.every((v) => v === true);
       continue;

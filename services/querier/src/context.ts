@@ -2,11 +2,12 @@
  * What one query runs with: its deadline and counters ({@link QueryContext}), and the
  * querier's shared parts it reads through ({@link QuerierParts}).
  */
-import type { Retention } from "@sieve/compactor";
+import type { Retention } from "@sieve/logql";
 import type { IndexSegment } from "@sieve/index";
 import { deadlineSignal, settleBy } from "@sieve/kit";
 import type { ObjectCache } from "./cache.js";
 import type { QuerierConfig, QueryLimits } from "./config.js";
+import type { DeleteRequestsSource } from "./deletes.js";
 import type { QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { ERR_DEADLINE_EXCEEDED, QueryError, queryMemory } from "./errors.js";
@@ -39,6 +40,8 @@ export interface QuerierParts {
    * answered, whether the compactor has deleted them yet or not.
    */
   readonly retention: Retention;
+  /** The tenants' delete requests that queries filter (deletes.ts). */
+  readonly deletes: DeleteRequestsSource;
 }
 
 /**

@@ -5,7 +5,8 @@
  * throws keeps every ref, logged and counted by reason. Real segments and chunks in a real
  * FsObjectStore, the real server over loopback.
  */
-import { NO_RETENTION, Retention } from "@sieve/compactor";
+import { NO_RETENTION, Retention } from "@sieve/logql";
+import { NO_DELETES } from "./deletes.js";
 import { Writable } from "node:stream";
 import { encodeChunk, chunkKey, type Entry } from "@sieve/chunk";
 import { dayOf, encodeSegment, segmentKey, type SegmentSeries } from "@sieve/index";
@@ -203,6 +204,7 @@ function partsWith(chunkFilter: ChunkFilter) {
     chunks: new ObjectCache(1 << 20, (v) => v.byteLength),
     labels: new ParsedLabels(report),
     retention: new Retention(NO_RETENTION),
+    deletes: NO_DELETES,
   };
   return { parts, report, lines, registry };
 }

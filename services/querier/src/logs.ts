@@ -185,6 +185,10 @@ export async function runLogs(
   const tests = extractBloomTests(expr);
   if (q.end <= q.start) return [];
   const through = q.end - 1n;
+  // Read first: the ingesters drop the same lines from their answer.
+  const deletes = await stats.time("index", () =>
+    ctx.race(parts.deletes.forQuery(q.tenant, q.start, through)),
+  );
   const [planned, fromIngesters] = await Promise.all([
     plan(parts, q.tenant, [expr.matchers], q.start, through, tests, ctx),
     stats.time("ingester", () =>
@@ -202,6 +206,7 @@ export async function runLogs(
             ...(ctx.limits.maxQueryMemoryBytes > 0 && {
               maxBytes: ctx.limits.maxQueryMemoryBytes,
             }),
+            ...(deletes !== undefined && { deletes: deletes.specs }),
           },
           ctx.callOptions(),
         ),
@@ -264,6 +269,7 @@ export async function runLogs(
     const from = p.notBefore !== undefined && p.notBefore > q.start ? p.notBefore : q.start;
     const range = { from, through: q.end, direction: q.direction };
     const audit = p.audit === undefined ? undefined : new ChunkAudit(p.audit, p.labels);
+    const deleted = deletes?.filter.forStream(p.labels);
     let whole = true;
     for (const e of readChunk(bytes, p.labels, tests, range, stats)) {
       if (++n % DEADLINE_CHECK_EVERY === 0) ctx.check();
@@ -276,6 +282,10 @@ export async function runLogs(
       // A line filter alone needs no labels: refuse the line before allocating its
       // metadata record (a needle scan refuses nearly every line).
       if (testLine !== undefined && !testLine(e.line)) continue;
+      if (deleted?.(e) === true) {
+        stats.linesDeleted++;
+        continue;
+      }
       const metadata = metadataRecord(e.structuredMetadata);
       const out = pipeline.process({
         timestamp: e.timestamp,

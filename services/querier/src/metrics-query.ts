@@ -161,6 +161,9 @@ async function collect(
   // Entries in (plan.from, plan.through] count: [from, end) as the store reads.
   const from = samplePlan.from + 1n;
   const end = samplePlan.through + 1n;
+  const deletes = await stats.time("index", () =>
+    ctx.race(parts.deletes.forQuery(tenant, from, end - 1n)),
+  );
   const [planned, fromIngesters] = await Promise.all([
     plan(parts, tenant, groups, from, end - 1n, test, ctx),
     stats.time("ingester", () =>
@@ -175,6 +178,7 @@ async function collect(
             // The ingester's parts together hold at most what the querier's merge may.
             maxSamples: DEFAULT_MAX_SAMPLES,
             ...(streamLabels !== undefined && { streamLabels }),
+            ...(deletes !== undefined && { deletes: deletes.specs }),
           },
           ctx.callOptions(),
         ),
@@ -194,6 +198,8 @@ async function collect(
       folds.set(key, (fold = samplePlan.stream(labels) ?? null));
     }
     const audit = pc.audit === undefined ? undefined : new ChunkAudit(pc.audit, pc.labels);
+    // The stream's own labels: a request selects by them, not by `__tenant_id__`.
+    const deleted = deletes?.filter.forStream(pc.labels);
     const dupes = overlapping.get(pc);
     // Exact duplicates among overlapping chunks: bounded by the entries of the overlaps.
     const fp = pc.chunk.ref.fingerprint;
@@ -208,6 +214,10 @@ async function collect(
       audit?.see(e);
       if (fold === null) continue;
       if (fold.mayCount !== undefined && !fold.mayCount(e.line)) continue;
+      if (deleted?.(e) === true) {
+        stats.linesDeleted++;
+        continue;
+      }
       const structuredMetadata = metadataRecord(e.structuredMetadata);
       if (seen !== undefined && dupes!.some(([a, b]) => e.timestamp >= a && e.timestamp <= b)) {
         const k = `${e.timestamp}\u0000${e.line}\u0000${labelsKey(structuredMetadata)}`;

@@ -12,7 +12,7 @@
 import { availableParallelism } from "node:os";
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import type { BloomGatewayConfig } from "@sieve/bloom-gateway";
-import type { RetentionConfig } from "@sieve/compactor";
+import type { RetentionConfig } from "@sieve/logql";
 import type { StoreConfig } from "@sieve/storage";
 import type { Logger } from "pino";
 import { Piscina } from "piscina";

@@ -10,7 +10,7 @@
  * This file is the facade that ties the steps together (parse, limits, deadline); each step
  * lives in its own file: `plan.ts`, `fetch.ts`, `logs.ts`, `metrics-query.ts`, `series.ts`.
  */
-import { NO_RETENTION, Retention, type RetentionConfig } from "@sieve/compactor";
+import { NO_RETENTION, Retention, type RetentionConfig } from "@sieve/logql";
 import type { IndexSegment } from "@sieve/index";
 import {
   evaluateInstant,
@@ -26,6 +26,7 @@ import {
 import { ObjectCache } from "./cache.js";
 import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
 import { QueryContext, type QuerierParts } from "./context.js";
+import { StoreDeleteRequests, type DeleteRequestsSource } from "./deletes.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier, PatternSeries } from "@sieve/proto";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
@@ -66,6 +67,11 @@ export interface QuerierDeps {
   readonly report?: ReadReport;
   /** The compactor's retention (`compactor.retentionEnabled` and its limits); none when absent. */
   readonly retention?: RetentionConfig;
+  /**
+   * The delete requests queries filter; default: read from `store` (cached
+   * `deleteRequestsCacheMs`) for tenants whose `deletionMode` is not `disabled`.
+   */
+  readonly deletes?: DeleteRequestsSource;
 }
 
 /**
@@ -103,6 +109,12 @@ export class Querier {
       chunks: this.chunks,
       labels: new ParsedLabels(this.report),
       retention: new Retention(deps.retention ?? NO_RETENTION),
+      deletes:
+        deps.deletes ??
+        new StoreDeleteRequests(deps.store, {
+          cacheMs: deps.config.deleteRequestsCacheMs,
+          enabled: (tenant) => limitsFor(deps.config, tenant).deletionMode !== "disabled",
+        }),
     };
   }
 

@@ -35,6 +35,8 @@ export class QueryStats {
   /** Lines that passed the pipeline (before the limit). */
   linesMatched = 0;
   duplicatesDropped = 0;
+  /** Store lines a delete request hides (query-time filtering, deletes.ts). */
+  linesDeleted = 0;
   ingesterStreams = 0;
   ingesterLines = 0;
   ingesterBytes = 0;
@@ -137,6 +139,7 @@ export class QueryStats {
         linesScanned: this.linesScanned,
         linesMatched: this.linesMatched,
         duplicatesDropped: this.duplicatesDropped,
+        linesDeleted: this.linesDeleted,
         ingesterLines: this.ingesterLines,
         bloomGateway: this.bloom ?? null,
         stageSeconds: { ...this.stages },

@@ -4,7 +4,11 @@
  * selector with a priority. The compactor deletes what they expire; the querier hides it
  * before the compactor has run (both read this one module).
  */
-import { matchesLabels, parseDuration, parseExpr, LogqlError, type Matcher } from "@sieve/logql";
+import type { Matcher } from "./ast.js";
+import { LogqlError } from "./errors.js";
+import { parseExpr } from "./index.js";
+import { matchesLabels } from "./matchers.js";
+import { parseDuration } from "./units.js";
 
 /** A tenant's retention options (a group of the compactor's configuration). */
 export interface RetentionLimits {

@@ -1,0 +1,184 @@
+/**
+ * Test data for delete processing, written as an ingester flush writes it with the real
+ * libraries (chunks, one bloom block per flush built by SeriesBloomBuilder, one index
+ * segment per day, optionally the flush manifest that lists the segments), and the real
+ * querier with the real in-process bloom gateway to read it back.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DEFAULT_CONFIG as GATEWAY_CONFIG, BloomGateway } from "@sieve/bloom-gateway";
+import { chunkKey, encodeChunk, type Entry } from "@sieve/chunk";
+import {
+  SeriesBloomBuilder,
+  encodeBloomBlock,
+  encodeSegment,
+  segmentKey,
+  segmentsForFlush,
+  type BloomBlockInput,
+  type SegmentSeries,
+} from "@sieve/index";
+import { crc32c } from "@sieve/kit";
+import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
+import { DEFAULT_CONFIG, createQuerier } from "@sieve/querier";
+import { FsObjectStore, type ObjectStore } from "@sieve/storage";
+import { pino } from "pino";
+import { Registry } from "prom-client";
+
+/** A stream to write: its labels and entries. */
+export interface TestStream {
+  readonly labels: Record<string, string>;
+  readonly entries: readonly Entry[];
+}
+
+/** A temporary FsObjectStore, removed by `close`. */
+export async function tempStore(): Promise<{ store: FsObjectStore; close: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), "sieve-deletes-"));
+  return { store: new FsObjectStore(dir), close: () => rm(dir, { recursive: true, force: true }) };
+}
+
+let flushes = 0;
+
+/** What {@link writeFlush} wrote. */
+export interface Flushed {
+  readonly segments: string[];
+  readonly chunks: string[];
+  readonly manifest: string | undefined;
+}
+
+/**
+ * One flush of `streams` (entries cut every `perChunk`): chunks, the bloom block, the
+ * flush manifest when `partition` is given (left in place: a live manifest), segments.
+ */
+export async function writeFlush(
+  store: ObjectStore,
+  tenant: string,
+  streams: readonly TestStream[],
+  perChunk: number,
+  partition?: number,
+): Promise<Flushed> {
+  const flush = ++flushes;
+  const id = `${String(1_700_000_000_000 + flush).padStart(15, "0")}-test-00000000`;
+  const blockKey = `${tenant}/blooms/test/${id}`;
+  const blooms: BloomBlockInput[] = [];
+  const series: Omit<SegmentSeries, "bloom">[] = [];
+  const chunks: string[] = [];
+  for (const s of streams) {
+    const canonical = labelsString(labelsFromObject(s.labels));
+    const fp = fingerprint(canonical);
+    const sorted = [...s.entries].sort((a, b) => (a.timestamp < b.timestamp ? -1 : 1));
+    const bloom = new SeriesBloomBuilder();
+    const listed = [];
+    for (let i = 0; i < sorted.length; i += perChunk) {
+      const part = sorted.slice(i, i + perChunk);
+      for (const e of part) bloom.add(e.structuredMetadata, e.line);
+      const encoded = encodeChunk(part, { blockTargetBytes: 256 });
+      const ref = { from: encoded.from, through: encoded.through, checksum: encoded.checksum };
+      const key = chunkKey({ tenant, fingerprint: fp, ...ref });
+      await store.put(key, encoded.bytes);
+      chunks.push(key);
+      bloom.cut(ref);
+      listed.push({
+        ...ref,
+        bytes: encoded.bytes.byteLength,
+        entries: encoded.entryCount,
+        lineBytes: encoded.lineBytes,
+      });
+    }
+    const finished = bloom.finish();
+    if (finished?.status !== "ok") throw new Error("no bloom");
+    blooms.push({ fingerprint: fp, filter: finished.filter, chunks: finished.chunks });
+    series.push({
+      fingerprint: fp,
+      labels: canonical,
+      chunks: listed.map((c, i) => ({ ...c, prefixed: finished.chunks[i]!.prefixed })),
+    });
+  }
+  const block = encodeBloomBlock(blooms);
+  await store.put(blockKey, block.bytes);
+  const segments = segmentsForFlush(
+    tenant,
+    series.map((s) => {
+      const e = block.entries.find((x) => x.fingerprint === s.fingerprint)!;
+      return { ...s, bloom: { kind: "block", key: blockKey, offset: e.offset, length: e.length } };
+    }),
+  );
+  const keys = segments.map((seg) => segmentKey(tenant, seg.day, id));
+  let manifest: string | undefined;
+  if (partition !== undefined) {
+    manifest = `_ingester/partitions/${partition}/${String(flush).padStart(16, "0")}`;
+    await store.put(manifest, encodeManifest(keys));
+  }
+  for (const [i, seg] of segments.entries()) await store.put(keys[i]!, encodeSegment(seg));
+  return { segments: keys, chunks, manifest };
+}
+
+/** A flush manifest as docs/formats.md lays it out (the ingester's manifest.ts). */
+export function encodeManifest(segments: readonly string[]): Uint8Array {
+  const body = new TextEncoder().encode(
+    JSON.stringify({
+      partition: 0,
+      seq: 0,
+      writer: "test",
+      createdMs: 0,
+      segments,
+      blooms: [],
+      streams: [],
+    }),
+  );
+  const out = new Uint8Array(12 + body.length + 4);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, 0x4d465653, true);
+  out[4] = 1;
+  view.setUint32(8, body.length, true);
+  out.set(body, 12);
+  view.setUint32(12 + body.length, crc32c(out.subarray(0, 12 + body.length)), true);
+  return out;
+}
+
+/** An entry. */
+export function entry(ts: bigint, line: string, md: Record<string, string> = {}): Entry {
+  return {
+    timestamp: ts,
+    line,
+    structuredMetadata: Object.entries(md).map(([name, value]) => ({ name, value })),
+  };
+}
+
+/** The real querier (no ingesters, the real gateway, no delete cache) over `store`. */
+export function querierOver(store: ObjectStore) {
+  const gateway = new BloomGateway(
+    GATEWAY_CONFIG,
+    store,
+    pino({ level: "silent" }),
+    new Registry(),
+  );
+  return createQuerier({
+    config: { ...DEFAULT_CONFIG, workers: 0, deleteRequestsCacheMs: 0 },
+    store,
+    chunkFilter: gateway,
+  });
+}
+
+/** The lines a log query answers over [start, end), sorted; and its stats. */
+export async function linesOf(
+  store: ObjectStore,
+  tenant: string,
+  query: string,
+  start: bigint,
+  end: bigint,
+): Promise<{ lines: string[]; pruned: number; fetched: number }> {
+  const r = await querierOver(store).selectLogs({
+    tenant,
+    query,
+    start,
+    end,
+    limit: 5000,
+    direction: "forward",
+  });
+  return {
+    lines: r.entries.map((e) => e.line).sort(),
+    pruned: r.stats.chunksPrunedByBlooms,
+    fetched: r.stats.chunksFetched,
+  };
+}
