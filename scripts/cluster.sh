@@ -1,5 +1,5 @@
 #!/bin/sh
-# Sieve's cluster without Docker: `sh scripts/cluster.sh start|stop|status`.
+# Sieve's cluster without Docker: `sh scripts/cluster.sh start|stop|status|install`.
 #
 # The topology of docker-compose.yml as local processes: Kafka and MinIO as the test setup
 # starts them (scripts/kafka.sh, scripts/minio.sh) but on their own ports, two
@@ -7,7 +7,7 @@
 # (`node apps/sieve/dist/main.js <role>` with deploy/sieve/common.yaml and the role's
 # file, only addresses, ports and instance ids overridden by SIEVE_* variables), and nginx
 # as the one entry point with deploy/nginx/routes.conf. Push and query at
-# http://127.0.0.1:$CLUSTER_PORT (default 3100); the roles take the next 8 ports.
+# http://127.0.0.1:$CLUSTER_PORT (default 3100); the roles take the next 9 ports.
 #
 #   start    build if needed, install nginx if missing (Debian's package), start Kafka and
 #            MinIO, create the bucket, then whatever role is not running, waiting on every
@@ -15,6 +15,7 @@
 #   stop     stop everything it started: SIGTERM, then SIGKILL after CLUSTER_STOP_GRACE_S
 #            (30); Kafka's and MinIO's data go with them, as the test servers'
 #   status   what runs and what each /ready answers; exit 0 only when all is up
+#   install  only install nginx (scripts/test.sh does, before the suite)
 #
 # The Sieve half is apps/sieve/src/cluster/launch.ts (Node: it reads the configs with
 # Sieve's own loader, creates the bucket with the S3 SDK, waits on HTTP); this script does
@@ -109,11 +110,15 @@ stop)
   fi
   stop_servers
   ;;
+install)
+  # What `start` installs besides the build (nginx), for a test setup to do up front.
+  install_nginx
+  ;;
 status)
   [ -f "$launcher" ] || die "not built (apps/sieve/dist is missing): nothing started"
   node "$launcher" status
   ;;
 *)
-  die "usage: sh scripts/cluster.sh start|stop|status"
+  die "usage: sh scripts/cluster.sh start|stop|status|install"
   ;;
 esac

@@ -41,6 +41,7 @@ sh scripts/chromium.sh install
 # The Compose CLI, which validates docker-compose.yml (apps/sieve/src/compose.int.test.ts):
 # Debian's docker-compose, installed here when no `docker compose` is on the machine.
 sh scripts/compose.sh install
+sh scripts/cluster.sh install
 # promtool, which checks deploy/prometheus and the Grafana dashboard's PromQL
 # (apps/sieve/src/promtool.int.test.ts): built from the Prometheus Go module into
 # .cache/promtool on first use (about 9 minutes on a cold Go cache, 15 s on a warm one).

@@ -359,10 +359,13 @@ export class NativeCluster {
     return found;
   }
 
-  /** The base URLs of a role's instances (`ingester` → ingester-1's and ingester-2's). */
+  /**
+   * The base URLs of a role's instances (`ingester` → ingester-1's and ingester-2's;
+   * `compactor`, which runs once, → compactor's).
+   */
   urls(role: string): string[] {
     return this.state()
-      .processes.filter((p) => p.name.startsWith(`${role}-`))
+      .processes.filter((p) => p.name === role || p.name.startsWith(`${role}-`))
       .map((p) => p.url);
   }
 

@@ -23,20 +23,18 @@ import {
   repoYaml,
   type ComposeService,
 } from "./deploy.test-helper.js";
+import { REPLICAS, ROLES, serviceNames } from "./cluster/topology.js";
 import { TARGETS } from "./targets.js";
 
 const compose = readCompose();
 const services = compose.services;
 
-/** The roles the cluster runs, two replicas each, named `<role>-<n>`. */
-const ROLES = ["distributor", "ingester", "bloom-gateway", "querier"] as const;
-const REPLICAS = 2;
 /** Where the Sieve services mount deploy/sieve. */
 const CONFIG_DIR = "/etc/sieve";
 
-/** The Sieve services of one role, by name. */
+/** The Sieve services of one role, by name (`<role>-<n>`, or `<role>` alone). */
 function replicas(role: string): string[] {
-  return Object.keys(services).filter((name) => new RegExp(`^${role}-\\d+$`).test(name));
+  return Object.keys(services).filter((name) => new RegExp(`^${role}(-\\d+)?$`).test(name));
 }
 const sieveServices = ROLES.flatMap((role) => replicas(role));
 
@@ -94,23 +92,24 @@ const SIEVE_ENV = new Set(
     ...optionRows(COMPONENT_SCHEMAS.ingester),
     ...optionRows(COMPONENT_SCHEMAS.querier),
     ...optionRows(COMPONENT_SCHEMAS.bloomGateway),
+    ...optionRows(COMPONENT_SCHEMAS.compactor),
   ].flatMap((row) => (row.alias === undefined ? [row.env] : [row.env, row.alias])),
 );
 
 describe("docker-compose.yml's services", () => {
-  test("are Kafka, MinIO and its bucket, two of each Sieve role, the gateway, Prometheus and Grafana", () => {
+  test("are Kafka, MinIO and its bucket, each Sieve role as scripts/cluster.sh runs it, the gateway, Prometheus and Grafana", () => {
     expect(Object.keys(services).sort()).toEqual(
       [
         "kafka",
         "minio",
         "minio-init",
-        ...ROLES.flatMap((role) => [1, 2].map((n) => `${role}-${n}`)),
+        ...ROLES.flatMap((role) => serviceNames(role)),
         "gateway",
         "prometheus",
         "grafana",
       ].sort(),
     );
-    for (const role of ROLES) expect(replicas(role), role).toHaveLength(REPLICAS);
+    for (const role of ROLES) expect(replicas(role), role).toHaveLength(REPLICAS[role]);
   });
 
   test("pin every image by version and digest; the Sieve roles run the image the Dockerfile builds", () => {
@@ -249,10 +248,10 @@ describe("addresses and ports agree", () => {
     }
   });
 
-  test("nginx's upstreams are this file's distributors and queriers on their ports; its routes use only them", () => {
+  test("nginx's upstreams are this file's distributors, queriers and compactor on their ports; its routes use only them", () => {
     const conf = repoText("deploy/nginx/nginx.conf");
     const upstreams = nginxUpstreams(conf);
-    expect([...upstreams.keys()].sort()).toEqual(["distributor", "querier"]);
+    expect([...upstreams.keys()].sort()).toEqual(["compactor", "distributor", "querier"]);
     for (const [upstream, servers] of upstreams) {
       expect(servers.map((s) => hostPort(s)[0]).sort(), upstream).toEqual(
         replicas(upstream).sort(),
@@ -265,7 +264,7 @@ describe("addresses and ports agree", () => {
     const routes = nginxIncludes(conf);
     expect(routes).toEqual(["routes.conf"]);
     const passes = nginxProxyPasses(repoText("deploy/nginx/routes.conf"));
-    expect(new Set(passes)).toEqual(new Set(["distributor", "querier"]));
+    expect(new Set(passes)).toEqual(new Set(["compactor", "distributor", "querier"]));
     // The gateway mounts both files where nginx.conf's `include` finds routes.conf.
     expect(services.gateway!.volumes).toEqual([
       "./deploy/nginx/nginx.conf:/etc/nginx/nginx.conf:ro",

@@ -608,6 +608,32 @@ describe("the cluster of scripts/cluster.sh: two of each role behind nginx", () 
   );
 
   test(
+    "the delete API through the entry port is the compactor's: added, listed, cancelled",
+    () =>
+      withOutput(async () => {
+        const url = `${entry}/loki/api/v1/delete`;
+        const form = new URLSearchParams({
+          query: '{app="shop"} |= "never pushed"',
+          start: String(Math.floor(T0_MS / 1000)),
+        });
+        const added = await fetch(`${url}?${form.toString()}`, { method: "POST" });
+        expect(added.status, await added.clone().text()).toBe(204);
+        const id = added.headers.get("x-delete-request-id");
+        expect(id).toMatch(/^[0-9a-f]{8}$/);
+        const listed = (await (await fetch(url)).json()) as { request_id: string }[];
+        expect(listed.map((r) => r.request_id)).toEqual([id]);
+        const compactor = cluster!.urls("compactor")[0]!;
+        expect(
+          metricSum(await scrape(compactor), "sieve_compactor_delete_requests_received_total"),
+        ).toBe(1);
+        const cancelled = await fetch(`${url}?request_id=${id}`, { method: "DELETE" });
+        expect(cancelled.status).toBe(204);
+        expect(await (await fetch(url)).json()).toEqual([]);
+      }),
+    TEST_TIMEOUT_MS,
+  );
+
+  test(
     "before the flush, needle queries through the entry port answer exactly the pushed lines",
     () =>
       withOutput(async () => {
@@ -841,6 +867,7 @@ describe("the cluster of scripts/cluster.sh: two of each role behind nginx", () 
         expect(processes.map((p) => p.name).sort()).toEqual(
           [
             "gateway",
+            "compactor",
             ...["distributor", "ingester", "bloom-gateway", "querier"].flatMap((r) => [
               `${r}-1`,
               `${r}-2`,

@@ -17,7 +17,7 @@
  * what each `/ready` answers, and exits 1 unless everything is up.
  *
  * Environment: CLUSTER_DIR (state; default .cache/cluster), CLUSTER_HOST (127.0.0.1),
- * CLUSTER_PORT (entry, 3100; instances on the next 8 ports), CLUSTER_KAFKA_BROKERS and
+ * CLUSTER_PORT (entry, 3100; instances on the next 9 ports), CLUSTER_KAFKA_BROKERS and
  * CLUSTER_S3_ENDPOINT (required for start), CLUSTER_CONFIG_FILE, CLUSTER_READY_TIMEOUT_S
  * (60), CLUSTER_STOP_GRACE_S (30). S3 credentials: the AWS SDK's (AWS_ACCESS_KEY_ID, ...).
  */
@@ -328,8 +328,14 @@ async function stop(s: Settings): Promise<void> {
     return;
   }
   // The entry point first (no new requests), then the distributors (nothing new into the
-  // queue), the read path, and the ingesters last (their shutdown flushes to the bucket).
-  const order = [["gateway"], ["distributor"], ["querier", "bloom-gateway"], ["ingester"]];
+  // queue), the read path and the compactor, and the ingesters last (their shutdown
+  // flushes to the bucket).
+  const order = [
+    ["gateway"],
+    ["distributor"],
+    ["querier", "bloom-gateway", "compactor"],
+    ["ingester"],
+  ];
   for (const prefixes of order) {
     const group = state.processes.filter((p) => prefixes.some((x) => p.name.startsWith(x)));
     await Promise.all(group.map((p) => stopProcess(p, s.stopGraceMs)));

@@ -18,11 +18,17 @@ export const SIEVE_MAIN = join(REPO_ROOT, "apps/sieve/dist/main.js");
 export const DEPLOY_DIR = join(REPO_ROOT, "deploy");
 
 /** The roles, in start order: the distributors create the topic the ingesters join. */
-export const ROLES = ["distributor", "ingester", "bloom-gateway", "querier"] as const;
+export const ROLES = ["distributor", "ingester", "bloom-gateway", "querier", "compactor"] as const;
 /** One of {@link ROLES}. */
 export type Role = (typeof ROLES)[number];
-/** Replicas of every role, as in docker-compose.yml. */
-export const REPLICAS = 2;
+/** Replicas of each role, as in docker-compose.yml: one compactor per bucket, two of the rest. */
+export const REPLICAS: Readonly<Record<Role, number>> = {
+  distributor: 2,
+  ingester: 2,
+  "bloom-gateway": 2,
+  querier: 2,
+  compactor: 1,
+};
 
 /** One process of the cluster. */
 export interface Instance {
@@ -46,13 +52,22 @@ export interface Addresses {
   readonly s3Endpoint: string;
 }
 
+/**
+ * The compose service names of a role's instances: `<role>-<n>`, or the role's own name
+ * when it runs once (the compactor).
+ */
+export function serviceNames(role: Role): string[] {
+  const n = REPLICAS[role];
+  return n === 1 ? [role] : Array.from({ length: n }, (_, i) => `${role}-${i + 1}`);
+}
+
 /** Every instance, in start order, on ports after the entry port. */
 export function instances(addresses: Pick<Addresses, "host" | "entryPort">): Instance[] {
   const out: Instance[] = [];
   for (const role of ROLES) {
-    for (let i = 1; i <= REPLICAS; i++) {
+    for (const name of serviceNames(role)) {
       const port = addresses.entryPort + 1 + out.length;
-      out.push({ name: `${role}-${i}`, role, port, url: `http://${addresses.host}:${port}` });
+      out.push({ name, role, port, url: `http://${addresses.host}:${port}` });
     }
   }
   return out;
@@ -133,6 +148,9 @@ ${upstream("distributor")}        keepalive 16;
     upstream querier {
 ${upstream("querier")}        keepalive 16;
     }
+
+    upstream compactor {
+${upstream("compactor")}    }
 
     server {
         listen ${addresses.host}:${addresses.entryPort};
