@@ -38,6 +38,13 @@ import snappy from "snappyjs";
 import { stringify as toYaml } from "yaml";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { NativeCluster, metricSum, scrape, waitFor } from "./cluster.test-helper.js";
+import {
+  analysePromql,
+  dashboardQueries,
+  familyOf,
+  metricTypes,
+  repoText,
+} from "./deploy.test-helper.js";
 import { alive } from "./cluster/state.js";
 import { REPO_ROOT } from "./cluster/topology.js";
 import { loadSieveConfig } from "./config.js";
@@ -857,6 +864,26 @@ describe("the cluster of scripts/cluster.sh: two of each role behind nginx", () 
         expect(await answered(entry, "paused"), "after the flush").toEqual(expected);
       }),
     TEST_TIMEOUT_MS + 60_000,
+  );
+
+  test(
+    "every metric the Grafana dashboard queries is exported by a role of the running cluster",
+    () =>
+      withOutput(async () => {
+        const roles = ["distributor", "ingester", "bloom-gateway", "querier", "compactor"];
+        const urls = roles.flatMap((role) => cluster!.urls(role));
+        const types = new Map<string, string>();
+        for (const url of urls)
+          for (const [k, v] of metricTypes(await scrape(url))) types.set(k, v);
+        const dashboard = JSON.parse(repoText("deploy/grafana/dashboards/sieve.json")) as never;
+        const names = dashboardQueries(dashboard).flatMap((q) =>
+          analysePromql(q.expr).metrics.map((m) => m.name),
+        );
+        expect(names.length).toBeGreaterThan(7);
+        const missing = names.filter((name) => familyOf(types, name) === undefined);
+        expect(missing).toEqual([]);
+      }),
+    TEST_TIMEOUT_MS,
   );
 
   test(

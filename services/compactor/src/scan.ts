@@ -56,9 +56,9 @@ export async function listStore(store: ObjectStore): Promise<StoreListing> {
  * The segment keys that live flush manifests list. Read after the segments are listed:
  * an ingester writes a flush's manifest before its segments, so a segment seen in the
  * listing has its manifest visible here unless the flush completed and was committed
- * (then the manifest was deleted and the segment is free). Recovery treats a manifest
- * whose segment is missing as an incomplete flush and rolls it back, so a protected
- * segment is never merged away or rewritten. A damaged manifest protects nothing: its
+ * (then the manifest was deleted and the segment is free). The partition's next owner
+ * writes a decided flush's segments again from its manifest, so a protected segment is
+ * never merged away or rewritten (by compaction or by delete processing). A damaged manifest protects nothing: its
  * segments were never written (the put that wrote it whole came first).
  */
 export async function protectedSegments(store: ObjectStore, logger: Logger): Promise<Set<string>> {

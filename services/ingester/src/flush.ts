@@ -178,6 +178,7 @@ export class Flusher {
       }
       // Flushing also commits, so commits of a partition never run concurrently.
       if (p.pendingBytes > 0 || p.nextOffset > p.committed) work.push(this.flushPartition(p));
+      else work.push(this.tidy(p));
     }
     this.updateGauges();
     await Promise.all(work);
@@ -204,6 +205,29 @@ export class Flusher {
         // Not this ingester's partition any more: nothing of it is left to flush or commit.
         if (!isFenced(error)) throw error;
         this.fence(p, error, "decide");
+      } finally {
+        p.flushing = undefined;
+      }
+    };
+    p.flushing = run();
+    return p.flushing;
+  }
+
+  /**
+   * A quiet partition's record drops the flushes its commit has passed, and their manifests
+   * go (ownership.ts `tidy`): one conditional write once the partition goes quiet, none
+   * while nothing is below the commit. Serialised with the partition's flushes; a store
+   * failure waits for the next sweep.
+   */
+  tidy(p: PartitionState): Promise<void> {
+    if (p.fenced || p.flushing !== undefined) return Promise.resolve();
+    if (!p.owner.flushes.some((f) => f.maxOffset < p.committed)) return Promise.resolve();
+    const run = async (): Promise<void> => {
+      try {
+        await this.deleteManifests(p, await p.owner.tidy(p.committed));
+      } catch (error) {
+        if (isFenced(error)) this.fence(p, error, "decide");
+        else this.deps.logger.warn({ partition: p.partition, err: error }, "tidying failed");
       } finally {
         p.flushing = undefined;
       }

@@ -235,6 +235,8 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
     const all = [...this.partitions.values()];
     for (const p of all) for (const s of p.streams.values()) cutHead(p, s, reason);
     await Promise.all(all.map((p) => this.flusher.flushPartition(p)));
+    // All is committed: the records need not keep these flushes (nor the compactor wait).
+    await Promise.all(all.map((p) => this.flusher.tidy(p)));
   }
 
   /** Resolves once each owned partition is consumed up to its `end` in `positions`. */

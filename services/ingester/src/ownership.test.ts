@@ -56,6 +56,25 @@ describe("partition ownership record", () => {
     ]);
   });
 
+  it("tidying drops the flushes below the commit in one write, and is fenced by a claim", async () => {
+    const owner = await claimPartition(store, 2, "a", testLogger);
+    await owner.decide({ epoch: 1, seq: owner.takeSeq(), maxOffset: 10 }, -1);
+    await owner.decide({ epoch: 1, seq: owner.takeSeq(), maxOffset: 20 }, -1);
+    // Nothing wholly below offset 5: no write at all.
+    const before = await store.getTagged(ownerKey(2));
+    expect(await owner.tidy(5)).toEqual([]);
+    expect((await store.getTagged(ownerKey(2))).etag).toBe(before.etag);
+    // Committed through 20: both go, from the record as stored too.
+    expect(await owner.tidy(21)).toEqual([
+      { epoch: 1, seq: 0, maxOffset: 10 },
+      { epoch: 1, seq: 1, maxOffset: 20 },
+    ]);
+    expect(decodeOwnerRecord((await store.getTagged(ownerKey(2))).data).flushes).toEqual([]);
+    await owner.decide({ epoch: 1, seq: owner.takeSeq(), maxOffset: 30 }, 21);
+    await claimPartition(store, 2, "b", testLogger);
+    await expect(owner.tidy(31)).rejects.toMatchObject({ code: "fenced" });
+  });
+
   it("of eight racing claims each gets its own epoch, and only the last one decides", async () => {
     const owners = await Promise.all(
       Array.from({ length: 8 }, (_, i) => claimPartition(store, 2, `i${i}`, testLogger)),

@@ -211,6 +211,38 @@ export class PartitionOwner {
   }
 
   /**
+   * Drops the flushes wholly below `committed` from the record without deciding a new one
+   * (one conditional write, none when nothing is below), so that a partition gone quiet
+   * does not keep its last flush listed, and that flush's manifest with it, until its next
+   * flush: a listed manifest keeps its segments from the compactor (docs/formats.md).
+   * Answers the dropped flushes, whose manifests the caller deletes; throws `fenced` as
+   * {@link decide} does.
+   */
+  async tidy(committed: number): Promise<FlushRef[]> {
+    if (this.fenced) throw this.fencedError();
+    // A decision in doubt (its write failed without an answer) is settled by its retry.
+    if (this.pending !== undefined) return [];
+    const kept = this.listed.filter((f) => f.maxOffset >= committed);
+    if (kept.length === this.listed.length) return [];
+    const bytes = encodeOwnerRecord({ ...this.record, flushes: kept });
+    const key = ownerKey(this.partition);
+    try {
+      this.etag = await this.store.putIf(key, bytes, { ifMatch: this.etag });
+    } catch (error) {
+      if (!isPreconditionFailed(error)) throw error;
+      const now = await this.store.getTagged(key);
+      if (!sameBytes(now.data, bytes)) {
+        this.fenced = true;
+        throw this.fencedError(now.data);
+      }
+      this.etag = now.etag;
+    }
+    const dropped = this.listed.filter((f) => f.maxOffset < committed);
+    this.listed = kept;
+    return dropped;
+  }
+
+  /**
    * Whether this owner still holds the partition (one read of the record): asked before a
    * commit made while the partition is being revoked, so that an owner that lost it does
    * not move the queue's offset under the new owner.

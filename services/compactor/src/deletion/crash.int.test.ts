@@ -140,9 +140,9 @@ describe("delete processing killed at random points", () => {
     try {
       const kills = await crashRounds(
         store,
-        { CRASH_STORE: "s3", CRASH_BUCKET: bucket, CRASH_DELAY_MS: "0" },
+        { CRASH_STORE: "s3", CRASH_BUCKET: bucket, CRASH_DELAY_MS: "5" },
         8,
-        1500,
+        700,
       );
       expect(kills).toBeGreaterThanOrEqual(2);
     } finally {

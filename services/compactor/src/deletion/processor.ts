@@ -45,7 +45,7 @@ import { isNotFound, type ObjectStore } from "@sieve/storage";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { DEFAULT_CANCEL_PERIOD_MS } from "./http.js";
-import { liveManifestSegments } from "./manifests.js";
+import { protectedSegments } from "../scan.js";
 import { listsAny, refOfKey, segmentsOfDays } from "./segments.js";
 import { deletionMetrics } from "./registry.js";
 import { DeleteRequestsStore, type TaggedRequest } from "./requests.js";
@@ -264,8 +264,10 @@ export class DeletionProcessor {
       const ns = BigInt(d) * 86_400_000_000_000n;
       await scanDays(ns, ns);
     }
-    // After the listings: a segment listed above has its manifest written already.
-    const live = await liveManifestSegments(store);
+    // After the listings: a segment listed above has its manifest written already. The
+    // partition's next owner would write a live flush's segment again from its manifest,
+    // bringing the deleted lines back: such segments wait for their manifest to go.
+    const live = await protectedSegments(store, ctx.logger);
 
     const affected = new Map<string, ChunkRewrite>();
     for (const [k, r] of rewrites) if (r !== null) affected.set(k, r);

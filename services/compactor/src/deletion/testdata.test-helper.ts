@@ -18,7 +18,7 @@ import {
   type BloomBlockInput,
   type SegmentSeries,
 } from "@sieve/index";
-import { crc32c } from "@sieve/kit";
+import { encodeManifest, manifestKey } from "@sieve/ingester";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
 import { DEFAULT_CONFIG, createQuerier } from "@sieve/querier";
 import { FsObjectStore, type ObjectStore } from "@sieve/storage";
@@ -106,34 +106,26 @@ export async function writeFlush(
   const keys = segments.map((seg) => segmentKey(tenant, seg.day, id));
   let manifest: string | undefined;
   if (partition !== undefined) {
-    manifest = `_ingester/partitions/${partition}/${String(flush).padStart(16, "0")}`;
-    await store.put(manifest, encodeManifest(keys));
+    // A live flush as a fenced ingester leaves it: the manifest (version 2, with the
+    // segments' bytes) before the segments.
+    manifest = manifestKey(partition, 1, flush);
+    await store.put(
+      manifest,
+      encodeManifest({
+        partition,
+        epoch: 1,
+        seq: flush,
+        writer: "test",
+        createdMs: 0,
+        segments: keys,
+        segmentBytes: segments.map((seg) => encodeSegment(seg)),
+        blooms: [blockKey],
+        streams: [],
+      }),
+    );
   }
   for (const [i, seg] of segments.entries()) await store.put(keys[i]!, encodeSegment(seg));
   return { segments: keys, chunks, manifest };
-}
-
-/** A flush manifest as docs/formats.md lays it out (the ingester's manifest.ts). */
-export function encodeManifest(segments: readonly string[]): Uint8Array {
-  const body = new TextEncoder().encode(
-    JSON.stringify({
-      partition: 0,
-      seq: 0,
-      writer: "test",
-      createdMs: 0,
-      segments,
-      blooms: [],
-      streams: [],
-    }),
-  );
-  const out = new Uint8Array(12 + body.length + 4);
-  const view = new DataView(out.buffer);
-  view.setUint32(0, 0x4d465653, true);
-  out[4] = 1;
-  view.setUint32(8, body.length, true);
-  out.set(body, 12);
-  view.setUint32(12 + body.length, crc32c(out.subarray(0, 12 + body.length)), true);
-  return out;
 }
 
 /** An entry. */
