@@ -8,6 +8,8 @@ export default tseslint.config(
       "**/dist/**",
       "**/node_modules/**",
       ".tools/**",
+      // Caches of built servers and their data (MinIO writes there while lint runs).
+      ".cache/**",
       "**/generated/**",
       "bench/results/**",
     ],
