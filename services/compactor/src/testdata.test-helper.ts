@@ -57,6 +57,16 @@ export interface FlushOptions {
   readonly nowMs?: number;
   /** Leave out the index segments (a flush that crashed before them). */
   readonly noSegments?: boolean;
+  /** The chunks' block target, bytes (1024). */
+  readonly blockTargetBytes?: number;
+  /** The flush's id and bloom block key, instead of ones made from the writer and time. */
+  readonly id?: string;
+  readonly bloomKey?: string;
+  /** Called with the segments before they are written (a flush manifest goes first). */
+  readonly beforeSegments?: (
+    segments: readonly { key: string; bytes: Uint8Array }[],
+    bloomKey: string,
+  ) => Promise<void>;
 }
 
 let flushes = 0;
@@ -70,7 +80,8 @@ export async function writeFlush(
 ): Promise<Flushed> {
   const per = options.entriesPerChunk ?? 50;
   const nowMs = options.nowMs ?? Date.now();
-  const id = newSegmentId(options.writer ?? "test", nowMs, options.sequence ?? flushes++);
+  const id =
+    options.id ?? newSegmentId(options.writer ?? "test", nowMs, options.sequence ?? flushes++);
   const blooms: BloomBlockInput[] = [];
   const series: Omit<SegmentSeries, "bloom">[] = [];
   const chunks: string[] = [];
@@ -85,7 +96,7 @@ export async function writeFlush(
     for (let i = 0; i < sorted.length; i += per) {
       const part = sorted.slice(i, i + per);
       for (const e of part) bloom.add(e.structuredMetadata, e.line);
-      const encoded = encodeChunk(part, { blockTargetBytes: 1024 });
+      const encoded = encodeChunk(part, { blockTargetBytes: options.blockTargetBytes ?? 1024 });
       const ident = { from: encoded.from, through: encoded.through, checksum: encoded.checksum };
       const key = chunkKey({ tenant, fingerprint: fp, ...ident });
       await store.put(key, encoded.bytes);
@@ -108,7 +119,8 @@ export async function writeFlush(
     });
   }
   const block = encodeBloomBlock(blooms);
-  const bloomKey = `${tenant}/blooms/${dayString(dayOf(BigInt(nowMs) * NS_PER_MS))}/${id}`;
+  const bloomKey =
+    options.bloomKey ?? `${tenant}/blooms/${dayString(dayOf(BigInt(nowMs) * NS_PER_MS))}/${id}`;
   await store.put(bloomKey, block.bytes);
   const withBlooms: SegmentSeries[] = series.map((s) => {
     const entry = block.entries.find((e) => e.fingerprint === s.fingerprint)!;
@@ -117,15 +129,14 @@ export async function writeFlush(
       bloom: { kind: "block", key: bloomKey, offset: entry.offset, length: entry.length },
     };
   });
-  const segments: string[] = [];
-  if (options.noSegments !== true) {
-    for (const segment of segmentsForFlush(tenant, withBlooms)) {
-      const key = segmentKey(tenant, segment.day, id);
-      await store.put(key, encodeSegment(segment));
-      segments.push(key);
-    }
-  }
-  return { chunks, bloom: bloomKey, segments };
+  if (options.noSegments === true) return { chunks, bloom: bloomKey, segments: [] };
+  const written = segmentsForFlush(tenant, withBlooms).map((segment) => ({
+    key: segmentKey(tenant, segment.day, id),
+    bytes: encodeSegment(segment),
+  }));
+  await options.beforeSegments?.(written, bloomKey);
+  for (const { key, bytes } of written) await store.put(key, bytes);
+  return { chunks, bloom: bloomKey, segments: written.map((w) => w.key) };
 }
 
 /** `count` entries of a stream from `fromNs`, `stepNs` apart, lines naming the stream. */

@@ -8,22 +8,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_CONFIG as GATEWAY_CONFIG, BloomGateway } from "@sieve/bloom-gateway";
-import { chunkKey, encodeChunk, type Entry } from "@sieve/chunk";
-import {
-  SeriesBloomBuilder,
-  encodeBloomBlock,
-  encodeSegment,
-  segmentKey,
-  segmentsForFlush,
-  type BloomBlockInput,
-  type SegmentSeries,
-} from "@sieve/index";
+import type { Entry } from "@sieve/chunk";
 import { encodeManifest, manifestKey } from "@sieve/ingester";
-import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
 import { DEFAULT_CONFIG, createQuerier } from "@sieve/querier";
 import { FsObjectStore, type ObjectStore } from "@sieve/storage";
 import { pino } from "pino";
 import { Registry } from "prom-client";
+import { writeFlush as writeFlushAs } from "../testdata.test-helper.js";
 
 /** A stream to write: its labels and entries. */
 export interface TestStream {
@@ -49,6 +40,7 @@ export interface Flushed {
 /**
  * One flush of `streams` (entries cut every `perChunk`): chunks, the bloom block, the
  * flush manifest when `partition` is given (left in place: a live manifest), segments.
+ * The compactor's writer (../testdata.test-helper.ts) with fixed ids and small blocks.
  */
 export async function writeFlush(
   store: ObjectStore,
@@ -59,73 +51,35 @@ export async function writeFlush(
 ): Promise<Flushed> {
   const flush = ++flushes;
   const id = `${String(1_700_000_000_000 + flush).padStart(15, "0")}-test-00000000`;
-  const blockKey = `${tenant}/blooms/test/${id}`;
-  const blooms: BloomBlockInput[] = [];
-  const series: Omit<SegmentSeries, "bloom">[] = [];
-  const chunks: string[] = [];
-  for (const s of streams) {
-    const canonical = labelsString(labelsFromObject(s.labels));
-    const fp = fingerprint(canonical);
-    const sorted = [...s.entries].sort((a, b) => (a.timestamp < b.timestamp ? -1 : 1));
-    const bloom = new SeriesBloomBuilder();
-    const listed = [];
-    for (let i = 0; i < sorted.length; i += perChunk) {
-      const part = sorted.slice(i, i + perChunk);
-      for (const e of part) bloom.add(e.structuredMetadata, e.line);
-      const encoded = encodeChunk(part, { blockTargetBytes: 256 });
-      const ref = { from: encoded.from, through: encoded.through, checksum: encoded.checksum };
-      const key = chunkKey({ tenant, fingerprint: fp, ...ref });
-      await store.put(key, encoded.bytes);
-      chunks.push(key);
-      bloom.cut(ref);
-      listed.push({
-        ...ref,
-        bytes: encoded.bytes.byteLength,
-        entries: encoded.entryCount,
-        lineBytes: encoded.lineBytes,
-      });
-    }
-    const finished = bloom.finish();
-    if (finished?.status !== "ok") throw new Error("no bloom");
-    blooms.push({ fingerprint: fp, filter: finished.filter, chunks: finished.chunks });
-    series.push({
-      fingerprint: fp,
-      labels: canonical,
-      chunks: listed.map((c, i) => ({ ...c, prefixed: finished.chunks[i]!.prefixed })),
-    });
-  }
-  const block = encodeBloomBlock(blooms);
-  await store.put(blockKey, block.bytes);
-  const segments = segmentsForFlush(
-    tenant,
-    series.map((s) => {
-      const e = block.entries.find((x) => x.fingerprint === s.fingerprint)!;
-      return { ...s, bloom: { kind: "block", key: blockKey, offset: e.offset, length: e.length } };
-    }),
-  );
-  const keys = segments.map((seg) => segmentKey(tenant, seg.day, id));
   let manifest: string | undefined;
-  if (partition !== undefined) {
-    // A live flush as a fenced ingester leaves it: the manifest (version 2, with the
-    // segments' bytes) before the segments.
-    manifest = manifestKey(partition, 1, flush);
-    await store.put(
-      manifest,
-      encodeManifest({
-        partition,
-        epoch: 1,
-        seq: flush,
-        writer: "test",
-        createdMs: 0,
-        segments: keys,
-        segmentBytes: segments.map((seg) => encodeSegment(seg)),
-        blooms: [blockKey],
-        streams: [],
-      }),
-    );
-  }
-  for (const [i, seg] of segments.entries()) await store.put(keys[i]!, encodeSegment(seg));
-  return { segments: keys, chunks, manifest };
+  const written = await writeFlushAs(store, tenant, streams, {
+    entriesPerChunk: perChunk,
+    blockTargetBytes: 256,
+    id,
+    bloomKey: `${tenant}/blooms/test/${id}`,
+    ...(partition !== undefined && {
+      // A live flush as a fenced ingester leaves it: the manifest (version 2, with the
+      // segments' bytes) before the segments.
+      beforeSegments: async (segments, bloomKey) => {
+        manifest = manifestKey(partition, 1, flush);
+        await store.put(
+          manifest,
+          encodeManifest({
+            partition,
+            epoch: 1,
+            seq: flush,
+            writer: "test",
+            createdMs: 0,
+            segments: segments.map((seg) => seg.key),
+            segmentBytes: segments.map((seg) => seg.bytes),
+            blooms: [bloomKey],
+            streams: [],
+          }),
+        );
+      },
+    }),
+  });
+  return { segments: written.segments, chunks: written.chunks, manifest };
 }
 
 /** An entry. */
