@@ -119,7 +119,11 @@ function chunkFilterOf(
  * a gateway of its own over the store; the ingesters' addresses, or this process's
  * ingester (over a port).
  */
-function querierSetup(config: SieveConfig, localIngester: boolean, logger: Logger): WorkerSetup {
+function querierSetup(
+  config: SieveConfig,
+  localIngester: IngesterHandle | undefined,
+  logger: Logger,
+): WorkerSetup {
   const { ingesterUrls, bloomGatewayUrls } = config.cluster;
   return {
     config: config.querier,
@@ -127,6 +131,7 @@ function querierSetup(config: SieveConfig, localIngester: boolean, logger: Logge
     chunkFilter:
       bloomGatewayUrls.length > 0 ? { urls: bloomGatewayUrls } : { local: config.bloomGateway },
     ingesters: localIngester ? "port" : ingesterUrls.length > 0 ? { urls: ingesterUrls } : "none",
+    ...(localIngester !== undefined && { memory: localIngester.memory }),
     logLevel: logger.level,
     retention: retentionConfig(config.compactor),
   };
@@ -284,7 +289,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         const pool = new QueryPool({
           workers: querierConfig.workers,
           heapMb: querierConfig.workerHeapMb,
-          setup: querierSetup(config, ingester !== undefined, logger),
+          setup: querierSetup(config, ingester, logger),
           ...(ingester !== undefined && { ingesters: ingester }),
           registry,
           logger,

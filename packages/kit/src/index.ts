@@ -31,3 +31,4 @@ export {
   snappyUncompress,
 } from "./snappy.js";
 export { mulberry32 } from "./random.js";
+export { MemoryWatermark, memoryMayHold } from "./watermark.js";

@@ -39,7 +39,7 @@ import type {
   SegmentSeries,
   SeriesBloom,
 } from "@sieve/index";
-import { isRetriable, mapLimit, retryRetriable } from "@sieve/kit";
+import { isRetriable, mapLimit, retryRetriable, type MemoryWatermark } from "@sieve/kit";
 import type { ObjectStore } from "@sieve/storage";
 import pLimit from "p-limit";
 import type { Logger } from "pino";
@@ -140,6 +140,8 @@ export interface FlusherDeps {
    * of one process (worker threads) share it, each with its own ids.
    */
   readonly idWriter: string;
+  /** Told the oldest entry still in memory once flushes drop what they wrote. */
+  readonly memory?: MemoryWatermark;
 }
 
 /**
@@ -274,18 +276,29 @@ export class Flusher {
     this.updateGauges();
   }
 
-  /** Sets the gauges of what is in memory: open heads, chunks cut and flushing. */
+  /**
+   * Sets the gauges of what is in memory (open heads, chunks cut and flushing) and the
+   * oldest entry it holds: called once a flush has made what it dropped readable.
+   */
   updateGauges(): void {
     let heads = 0;
     let flushing = 0;
+    let oldest: bigint | undefined;
+    const see = (ts: bigint | undefined): void => {
+      if (ts !== undefined && (oldest === undefined || ts < oldest)) oldest = ts;
+    };
     for (const p of this.deps.partitions.values()) {
       for (const s of p.streams.values()) {
         if (s.head !== undefined && s.head.entryCount > 0) heads++;
+        see(s.head?.builder.from);
+        for (const c of s.pending) see(c.encoded.from);
+        for (const c of s.flushing) see(c.encoded.from);
         flushing += s.pending.length + s.flushing.length;
       }
     }
     this.deps.metrics.headsInMemory.set(heads);
     this.deps.metrics.chunksFlushing.set(flushing);
+    this.deps.memory?.set(oldest);
   }
 
   private makeJob(p: PartitionState): FlushJob | undefined {

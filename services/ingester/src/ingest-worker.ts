@@ -153,6 +153,7 @@ const ingester = new Ingester({
   logger,
   metrics: new IngesterMetrics(registry),
   worker: setup.index,
+  memory: { buffer: setup.memory, slot: setup.index },
 });
 
 // The main thread answers `/ready` without a call: it is told whenever this changes.

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { MemoryWatermark, memoryMayHold } from "@sieve/kit";
 import { openWal } from "@sieve/queue";
 import type { LocalWal } from "@sieve/queue";
 import { waitFor } from "@sieve/queue/testing";
@@ -163,6 +164,32 @@ describe("ingester on a write-ahead log and a file-system store", () => {
         limit: 0,
       }),
     ).toEqual([]);
+  });
+
+  it("tells the query workers how old its oldest entry in memory is: lowered as entries arrive, none once flushed", async () => {
+    const { ingester } = start();
+    const held = (end: bigint): boolean => memoryMayHold(ingester.memory, end);
+    await ingester.start();
+    // Recovered, holding nothing: no range can find a line in memory.
+    expect(held(MemoryWatermark.NONE)).toBe(false);
+    await wal.writer.append([record("t", `{app="a"}`, entries(5, "a", 10), PARTITIONS)]);
+    await waitFor(() => (held(MemoryWatermark.NONE) ? true : undefined), {
+      timeoutMs: 1000,
+      what: "the watermark to move",
+    });
+    // The oldest entry is at T0 + 10 µs: a range ending there (exclusive) skips memory.
+    expect(held(T0 + 10_000n)).toBe(false);
+    expect(held(T0 + 10_001n)).toBe(true);
+    // An older entry, to another stream, lowers it.
+    await wal.writer.append([record("t", `{app="b"}`, entries(1, "b", 2), PARTITIONS)]);
+    await waitFor(() => (held(T0 + 2_001n) ? true : undefined), {
+      timeoutMs: 1000,
+      what: "the older entry to lower the watermark",
+    });
+    expect(held(T0 + 2_000n)).toBe(false);
+    await ingester.flushAll();
+    expect(held(MemoryWatermark.NONE)).toBe(false);
+    expect(lineCounts(await readStore(store, "t", T0 - 1n)).size).toBe(6);
   });
 
   it("a flush covers every record acknowledged before it, consumed or not yet", async () => {

@@ -9,6 +9,7 @@
 import { decodeQueueRecord } from "@sieve/proto";
 import type { IngesterPatternsRequest, PatternSeries, QueueRecord } from "@sieve/proto";
 import type { ConsumedBatch, QueueConsumer, QueuePosition } from "@sieve/queue";
+import { MemoryWatermark } from "@sieve/kit";
 import type { Logger } from "pino";
 import type { IngesterConfig } from "./config.js";
 import { IngesterError } from "./errors.js";
@@ -66,6 +67,11 @@ export interface IngesterDeps {
    * and bloom-block ids must differ, as the ids of two ingesters do.
    */
   readonly worker?: number;
+  /**
+   * Where this ingester says how old the oldest entry it holds is (kit's `MemoryWatermark`):
+   * its slot of a buffer the process's query workers read. Default: a buffer of its own.
+   */
+  readonly memory?: { readonly buffer: SharedArrayBuffer; readonly slot: number };
 }
 
 /**
@@ -97,8 +103,13 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
   private appendedSinceCheck = 0;
   /** The tails held: what is appended to a matching stream is pushed to them (tail.ts). */
   private readonly tails = new Tails();
+  /** The buffer holding this ingester's watermark (query workers read it: see kit). */
+  readonly memory: SharedArrayBuffer;
+  private readonly watermark: MemoryWatermark;
 
   constructor(deps: IngesterDeps) {
+    this.memory = deps.memory?.buffer ?? MemoryWatermark.buffer(1);
+    this.watermark = new MemoryWatermark(this.memory, deps.memory?.slot ?? 0);
     this.config = deps.config;
     this.consumer = deps.consumer;
     this.logger = deps.logger;
@@ -128,6 +139,7 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       now: this.now,
       stopping: () => this.stopping,
       idWriter,
+      memory: this.watermark,
     });
   }
 
@@ -191,6 +203,8 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       .then(() => {
         this.consuming = true;
         this.startWaiter = undefined;
+        // Recovered: the watermark reads what is held now (until then it reads "anything").
+        this.flusher.updateGauges();
       });
     try {
       await Promise.race([started, storeDown]);
@@ -353,6 +367,8 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       const s = streamFor(p, key, record, this.streamContext);
       const tailed: Entry[] | undefined = this.tails.has(record.tenant) ? [] : undefined;
       const { appended, cutBytes } = s.append(record.entries, rec.offset, now, tailed);
+      const from = s.head?.builder.from;
+      if (from !== undefined) this.watermark.lower(from);
       if (tailed !== undefined) this.tails.notify(record.tenant, s, tailed);
       p.pendingBytes += cutBytes;
       // Measuring every head costs a pass over the streams: done once a sixteenth of the

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { MemoryWatermark, memoryMayHold } from "@sieve/kit";
 import { openWal } from "@sieve/queue";
 import type { LocalWal } from "@sieve/queue";
 import { waitFor } from "@sieve/queue/testing";
@@ -116,7 +117,15 @@ describe("the ingester on worker threads", () => {
       STREAMS.map((s) => `{service="${s}"}`).sort(),
     );
 
+    // Each worker writes its own watermark slot: both hold lines from T0 on.
+    const slots = new BigInt64Array(ingester.memory);
+    expect(slots.length).toBe(2);
+    for (const slot of slots) expect(slot).toBeGreaterThanOrEqual(T0);
+    expect(memoryMayHold(ingester.memory, T0 + 1n)).toBe(true);
+
     await ingester.flushAll();
+    // Flushed: no range can find a line in either worker's memory.
+    expect(memoryMayHold(ingester.memory, MemoryWatermark.NONE)).toBe(false);
     const flushed = await metricsText();
     expect(metricValue(flushed, "sieve_ingester_chunks_flushed_total", 'reason="forced"')).toBe(16);
     await ingester.stop();

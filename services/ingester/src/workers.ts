@@ -13,7 +13,7 @@
  * told and the process should exit and be restarted, as after a crash.
  */
 import { Worker } from "node:worker_threads";
-import { PortPeer, fromPortError, toPortError } from "@sieve/kit";
+import { MemoryWatermark, PortPeer, fromPortError, toPortError } from "@sieve/kit";
 import type { PortError } from "@sieve/kit";
 import type {
   IngesterCallOptions,
@@ -57,6 +57,11 @@ export interface IngesterHandle extends IngesterQuerier, IngesterTailer {
   stop(): Promise<void>;
   /** Cuts and flushes every head; resolves once durable and committed. */
   flushAll(reason?: FlushReason): Promise<void>;
+  /**
+   * The watermarks of its ingesters (kit's `MemoryWatermark`): a query worker given it
+   * skips them when they cannot hold a line of its range (kit's `memoryMayHold`).
+   */
+  readonly memory: SharedArrayBuffer;
 }
 
 /** What a worker is built from (its `workerData`): plain data. */
@@ -65,6 +70,8 @@ export interface IngestWorkerSetup {
   readonly config: IngesterConfig;
   readonly store: StoreConfig;
   readonly logLevel: string;
+  /** The process's watermark buffer: the worker writes slot `index`. */
+  readonly memory: SharedArrayBuffer;
 }
 
 /** A worker's status, as it reports it when it changes. */
@@ -162,11 +169,13 @@ export class IngesterWorkers implements IngesterHandle {
   private ended = false;
   /** Tails held on the workers, by call id: where their entries go. */
   private readonly tails = new Map<number, IngesterTailSink>();
+  readonly memory: SharedArrayBuffer;
 
   constructor(private readonly options: IngesterWorkersOptions) {
     if (!Number.isInteger(options.threads) || options.threads < 1) {
       throw new RangeError(`threads must be a positive integer, got ${options.threads}`);
     }
+    this.memory = MemoryWatermark.buffer(options.threads);
   }
 
   get serving(): boolean {
@@ -197,7 +206,13 @@ export class IngesterWorkers implements IngesterHandle {
       patternMemoryBytes: Math.max(1, Math.floor(config.patternMemoryBytes / threads)),
     };
     for (let index = 0; index < threads; index++) {
-      const setup: IngestWorkerSetup = { index, config: share, store, logLevel: logger.level };
+      const setup: IngestWorkerSetup = {
+        index,
+        config: share,
+        store,
+        logLevel: logger.level,
+        memory: this.memory,
+      };
       const worker = new Worker(WORKER_URL, { workerData: setup });
       const slot: WorkerSlot = {
         worker,

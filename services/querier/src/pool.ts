@@ -6,11 +6,11 @@
  * worker, synchronous evaluation included, and starts a fresh one.
  *
  * The main thread keeps what only it has, the in-process ingester (and optionally the
- * bloom gateway), and answers a worker's calls to them over a MessagePort transferred
- * with each task ("port" in {@link WorkerSetup}).
+ * bloom gateway), and answers a worker's calls to them over a MessagePort each worker
+ * offers once ("port" in {@link WorkerSetup}; {@link PortOffer}).
  */
 import { availableParallelism } from "node:os";
-import { MessageChannel, type MessagePort } from "node:worker_threads";
+import type { MessagePort } from "node:worker_threads";
 import type { BloomGatewayConfig } from "@sieve/bloom-gateway";
 import type { RetentionConfig } from "@sieve/logql";
 import type { StoreConfig } from "@sieve/storage";
@@ -45,6 +45,12 @@ export interface WorkerSetup {
   readonly chunkFilter: "none" | "port" | RemoteSetup | { readonly local: BloomGatewayConfig };
   /** The ingesters: remote; the main thread's in-process ingester (`port`); or none. */
   readonly ingesters: "none" | "port" | RemoteSetup;
+  /**
+   * With `ingesters: "port"`: the in-process ingesters' watermarks (kit's
+   * `MemoryWatermark`): a call whose range they cannot hold is answered here, empty,
+   * without the hop to the main thread and every ingest worker.
+   */
+  readonly memory?: SharedArrayBuffer;
   /** pino level of the worker's own logs (the local gateway's); default `warn`. */
   readonly logLevel?: string;
   /** The compactor's retention, which queries apply (none when absent). */
@@ -68,15 +74,24 @@ export interface QueryPoolOptions {
 }
 
 /**
- * The worker's task: the request, and the port to the main thread's parts; or a `ping`
- * (see {@link QueryPool.ready}).
+ * The worker's task: the request and its id (which the worker's calls to the main thread
+ * name); or a `ping` (see {@link QueryPool.ready}).
  */
 export type WorkerTask =
-  { readonly task: QueryTask; readonly port?: MessagePort } | { readonly ping: number };
+  { readonly task: QueryTask; readonly id: number } | { readonly ping: number };
 
-/** A call from a worker to the main thread's parts. */
+/**
+ * What a worker posts once as it loads (piscina passes it on as the pool's `message`
+ * event): its end of the channel its calls to the main thread's parts travel on.
+ */
+export interface PortOffer {
+  readonly queryPort: MessagePort;
+}
+
+/** A call from a worker to the main thread's parts, for task `task`. */
 export interface PortCall {
   readonly id: number;
+  readonly task: number;
   readonly call: "query" | "series" | "filter" | "volume" | "stats" | "patterns" | "sample";
   readonly req: unknown;
 }
@@ -139,6 +154,9 @@ export class QueryPool {
   readonly heapMb: number;
   private readonly piscina: Piscina<WorkerTask, QueryAnswer>;
   private readonly usesPort: boolean;
+  private nextTask = 0;
+  /** Tasks running now, by id: their calls' signal (see `serve`). */
+  private readonly tasks = new Map<number, AbortController>();
 
   constructor(private readonly options: QueryPoolOptions) {
     const { setup } = options;
@@ -171,6 +189,13 @@ export class QueryPool {
       // No Atomics.wait between tasks: a worker's event loop keeps running (sockets,
       // cache timers) while it waits for the next query.
       atomics: "disabled",
+    });
+    // Each worker offers its port to this thread's parts once, as it loads.
+    this.piscina.on("message", (message: unknown) => {
+      const port = (message as Partial<PortOffer> | null)?.queryPort;
+      if (port === undefined) return;
+      if (this.usesPort) this.serve(port);
+      else port.close();
     });
     // Without a listener, an 'error' of an idle worker would be thrown on the main thread.
     this.piscina.on("error", (error: unknown) => {
@@ -207,20 +232,12 @@ export class QueryPool {
         abort.abort();
       }, left);
     }
-    let channel: MessageChannel | undefined;
-    let served: { close(): void } | undefined;
-    if (this.usesPort) {
-      channel = new MessageChannel();
-      served = this.serve(channel.port1);
-    }
+    const id = this.nextTask++;
+    // The task's calls to this thread's parts end with it (see `serve`).
+    const calls = new AbortController();
+    if (this.usesPort) this.tasks.set(id, calls);
     try {
-      return await this.piscina.run(
-        channel !== undefined ? { task, port: channel.port2 } : { task },
-        {
-          signal: abort.signal,
-          ...(channel !== undefined && { transferList: [channel.port2] }),
-        },
-      );
+      return await this.piscina.run({ task, id }, { signal: abort.signal });
     } catch (error) {
       if (abort.signal.aborted) return errorAnswer(504, ERR_DEADLINE_EXCEEDED);
       if ((error as { code?: string }).code === "ERR_WORKER_OUT_OF_MEMORY") {
@@ -234,19 +251,22 @@ export class QueryPool {
       };
     } finally {
       clearTimeout(timer);
-      served?.close();
+      if (this.tasks.delete(id)) calls.abort();
     }
   }
 
-  /** Answers a worker's calls on `port` until closed; late answers are dropped. */
-  private serve(port: MessagePort): { close(): void } {
-    let open = true;
-    // Ends the ingester's work for the task once the task is over (answered, timed out,
-    // or its worker terminated): the ingester's query runs on this thread, in slices.
-    const done = new AbortController();
-    const options = { signal: done.signal };
+  /**
+   * Answers the calls a worker makes on `port` (its {@link PortOffer}), for as long as the
+   * worker lives. A call is served while its task runs, with the task's signal, so the
+   * ingester stops working for a task that is over (answered, timed out, or its worker
+   * terminated); a call or answer for a task that is over goes to nobody.
+   */
+  private serve(port: MessagePort): void {
     const { ingesters, chunkFilter } = this.options;
     port.on("message", (msg: PortCall) => {
+      const task = this.tasks.get(msg.task);
+      if (task === undefined) return;
+      const options = { signal: task.signal };
       const call = (): Promise<unknown> => {
         switch (msg.call) {
           case "query":
@@ -273,14 +293,15 @@ export class QueryPool {
             );
         }
       };
+      const live = (): boolean => !task.signal.aborted;
       Promise.resolve()
         .then(call)
         .then(
           (value) => {
-            if (open) port.postMessage({ id: msg.id, value } satisfies PortReply);
+            if (live()) port.postMessage({ id: msg.id, value } satisfies PortReply);
           },
           (error: unknown) => {
-            if (!open) return;
+            if (!live()) return;
             const e = error as { message?: string; name?: string; status?: number };
             port.postMessage({
               id: msg.id,
@@ -293,14 +314,8 @@ export class QueryPool {
           },
         );
     });
-    return {
-      close: () => {
-        // The worker is done or gone: its pending calls are answered to nobody.
-        open = false;
-        done.abort();
-        port.close();
-      },
-    };
+    // A terminated worker's port closes; it must not keep this thread alive meanwhile.
+    port.unref();
   }
 
   /** Stops the workers (queries in flight are aborted). */

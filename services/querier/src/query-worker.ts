@@ -3,7 +3,8 @@
  * {@link WorkerSetup} on first use and runs each task through {@link handleQuery}, the
  * same function the in-process server calls.
  */
-import type { MessagePort } from "node:worker_threads";
+import { MessageChannel, parentPort, type MessagePort } from "node:worker_threads";
+import { memoryMayHold } from "@sieve/kit";
 import { openStore } from "@sieve/storage";
 import { workerData } from "piscina";
 import type {
@@ -11,41 +12,40 @@ import type {
   FilterRequest,
   FilterResponse,
   IngesterQuerier,
-  IngesterQueryRequest,
   IngesterSamplePart,
-  IngesterSampleRequest,
-  IngesterSeriesRequest,
   IngesterStream,
   IngesterVolume,
-  IngesterVolumeRequest,
   IngesterStats,
-  IngesterStatsRequest,
   IngesterPatternsRequest,
   PatternSeries,
 } from "@sieve/proto";
 import { QueryError } from "./errors.js";
 import { handleQuery, type QueryAnswer } from "./handler.js";
-import type { PortCall, PortReply, WorkerSetup, WorkerTask } from "./pool.js";
+import type { PortCall, PortOffer, PortReply, WorkerSetup, WorkerTask } from "./pool.js";
 import { ReadReport } from "./labels.js";
 import { Querier } from "./querier.js";
 
 /**
- * Calls to the main thread over the current task's port. A worker runs one task at a
- * time (the pool's `concurrentTasksPerWorker: 1`), so one current port suffices.
+ * Calls to the main thread over this worker's port: one channel for the worker's life,
+ * offered to the pool once as the module loads (piscina passes a worker's own messages on
+ * as its pool's `message` event), so a task costs no channel of its own. Each call names
+ * the task it serves: the main thread ends a task's calls when its task ends. A worker
+ * runs one task at a time (the pool's `concurrentTasksPerWorker: 1`).
  */
 class PortCaller {
-  private port: MessagePort | undefined;
+  private readonly port: MessagePort;
+  private task = -1;
   private nextId = 0;
   private readonly pending = new Map<
     number,
     { resolve: (v: unknown) => void; reject: (e: Error) => void }
   >();
 
-  /** Starts serving `port` (the task's); the previous task's calls are failed. */
-  attach(port: MessagePort | undefined): void {
-    this.detach();
-    this.port = port;
-    port?.on("message", (reply: PortReply) => {
+  constructor() {
+    const { port1, port2 } = new MessageChannel();
+    this.port = port1;
+    parentPort!.postMessage({ queryPort: port2 } satisfies PortOffer, [port2]);
+    port1.on("message", (reply: PortReply) => {
       const p = this.pending.get(reply.id);
       if (p === undefined) return;
       this.pending.delete(reply.id);
@@ -62,23 +62,29 @@ class PortCaller {
         }
       } else p.resolve(reply.value);
     });
+    // Between tasks the port must not keep the worker's event loop alive on its own.
+    port1.unref();
+  }
+
+  /** Serves task `task` from now on; the previous task's calls are failed. */
+  begin(task: number): void {
+    this.end();
+    this.task = task;
   }
 
   /** Ends the current task's calls. */
-  detach(): void {
-    this.port?.close();
-    this.port = undefined;
+  end(): void {
+    this.task = -1;
     for (const p of this.pending.values()) p.reject(new Error("the query task ended"));
     this.pending.clear();
   }
 
   call<T>(call: PortCall["call"], req: unknown): Promise<T> {
-    const port = this.port;
-    if (port === undefined) return Promise.reject(new Error("no port to the main thread"));
+    if (this.task < 0) return Promise.reject(new Error("no query task to call for"));
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      port.postMessage({ id, call, req } satisfies PortCall);
+      this.port.postMessage({ id, task: this.task, call, req } satisfies PortCall);
     });
   }
 }
@@ -111,14 +117,27 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
   }
   let ingesters: IngesterQuerier | undefined;
   if (setup.ingesters === "port") {
+    const memory = setup.memory;
+    // Ranges end inclusive for some calls: one nanosecond more is asked either way.
+    const gated =
+      <T>(call: PortCall["call"], empty: () => T) =>
+      (req: { readonly end: bigint }): Promise<T> =>
+        memory === undefined || memoryMayHold(memory, req.end + 1n)
+          ? caller.call<T>(call, req)
+          : Promise.resolve(empty());
     ingesters = {
-      query: (req: IngesterQueryRequest) => caller.call<IngesterStream[]>("query", req),
-      series: (req: IngesterSeriesRequest) =>
-        caller.call<{ labels: string; fingerprint: bigint }[]>("series", req),
-      volume: (req: IngesterVolumeRequest) => caller.call<IngesterVolume[]>("volume", req),
-      stats: (req: IngesterStatsRequest) => caller.call<IngesterStats>("stats", req),
+      query: gated<IngesterStream[]>("query", () => []),
+      series: gated<{ labels: string; fingerprint: bigint }[]>("series", () => []),
+      volume: gated<IngesterVolume[]>("volume", () => []),
+      stats: gated<IngesterStats>("stats", () => ({
+        streams: 0,
+        chunks: 0,
+        bytes: 0,
+        entries: 0,
+      })),
+      // Patterns outlive the heads: always asked.
       patterns: (req: IngesterPatternsRequest) => caller.call<PatternSeries[]>("patterns", req),
-      querySample: (req: IngesterSampleRequest) => caller.call<IngesterSamplePart[]>("sample", req),
+      querySample: gated<IngesterSamplePart[]>("sample", () => []),
     };
   } else if (setup.ingesters !== "none") {
     const { IngesterHttpClient } = await import("@sieve/ingester");
@@ -137,9 +156,10 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
   });
 }
 
+const setup = workerData as WorkerSetup;
 const caller = new PortCaller();
 // Built while piscina loads this module: a worker takes no task before it is ready.
-const querier = await build(workerData as WorkerSetup, caller);
+const querier = await build(setup, caller);
 
 /** Runs one task (piscina calls the default export). */
 export default async function run(work: WorkerTask): Promise<QueryAnswer> {
@@ -147,8 +167,8 @@ export default async function run(work: WorkerTask): Promise<QueryAnswer> {
     await new Promise((resolve) => setTimeout(resolve, work.ping));
     return { status: 200, contentType: "text/plain", body: "" };
   }
-  const { task, port } = work;
-  caller.attach(port);
+  const { task, id } = work;
+  caller.begin(id);
   const before = querier.report.counts();
   try {
     const answer = await handleQuery(querier, task);
@@ -158,6 +178,6 @@ export default async function run(work: WorkerTask): Promise<QueryAnswer> {
       Object.keys(readReport.failedOpenChunks).length > 0;
     return counted ? { ...answer, readReport } : answer;
   } finally {
-    caller.detach();
+    caller.end();
   }
 }
