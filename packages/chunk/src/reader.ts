@@ -33,6 +33,9 @@ export interface ReadOptions {
   keep?: EntryTest;
 }
 
+/** Distinct strings whose symbol ids a reader remembers before it forgets them all. */
+const MAX_REMEMBERED_IDS = 1024;
+
 /** A chunk decoded whole by {@link decodeChunk}. */
 export interface DecodedChunk {
   /** Every entry, oldest first; equal timestamps in the order they were appended. */
@@ -56,6 +59,7 @@ export class ChunkReader {
   private readonly symbols: SymbolTable;
   /** The symbols each block refers to; undefined for version 1, which does not record them. */
   private readonly blockSymbols: BlockSymbols | undefined;
+  /** `symbolIds` answers, remembered (a cached reader answers many queries: bounded). */
   private readonly idsOf = new Map<string, number[]>();
   /** Earliest timestamp in the chunk, ns. */
   readonly from: bigint;
@@ -63,6 +67,11 @@ export class ChunkReader {
   readonly through: bigint;
   /** Number of entries. */
   readonly entryCount: number;
+  /**
+   * What the reader holds, in bytes: the chunk and its decompressed symbol sections (what
+   * a cache of readers weighs it by).
+   */
+  readonly retainedBytes: number;
   private readonly bytes: Uint8Array;
 
   constructor(bytes: Uint8Array) {
@@ -146,11 +155,19 @@ export class ChunkReader {
     this.entryCount = entryCount;
     const raw = this.section(symbolsOffset, symbolsLength, symbolsRaw, "symbol table");
     this.symbols = new SymbolTable(raw, symbolCount);
+    let retained = size + raw.byteLength;
     if (version === VERSION) {
       const where = "block symbols";
       const raw = this.section(symbolsEnd, blockSymbolsLength, blockSymbolsRaw, where);
       this.blockSymbols = new BlockSymbols(raw, blockCount, symbolCount);
+      retained += raw.byteLength;
     }
+    this.retainedBytes = retained;
+  }
+
+  /** The encoded chunk's size, bytes. */
+  get byteLength(): number {
+    return this.bytes.byteLength;
   }
 
   /** Number of distinct metadata names and values in the chunk. */
@@ -166,6 +183,7 @@ export class ChunkReader {
     let ids = this.idsOf.get(s);
     if (ids === undefined) {
       ids = this.symbols.idsOf(s);
+      if (this.idsOf.size >= MAX_REMEMBERED_IDS) this.idsOf.clear();
       this.idsOf.set(s, ids);
     }
     return ids;

@@ -89,7 +89,7 @@ export interface QuerierConfig {
    * header is refused (400) as an invalid tenant ID.
    */
   readonly multiTenantQueriesEnabled: boolean;
-  /** Byte budget of the chunk cache (encoded chunk objects), shared by all queries. */
+  /** Byte budget of the chunk cache (chunk objects and their decompressed symbol sections), shared by all queries. */
   readonly chunkCacheBytes: number;
   /** Byte budget of the index segment cache (by encoded size). */
   readonly segmentCacheBytes: number;
@@ -173,7 +173,8 @@ const SCHEMA = defineSchema({
     maxConcurrentFetches: "chunk fetches in flight per query, ahead of the reader (bounded pool)",
     multiTenantQueriesEnabled:
       "with `authEnabled`, `X-Scope-OrgID: a|b` reads both tenants, each stream and series labelled `__tenant_id__` (Loki's `multi_tenant_queries_enabled`); off: refused with 400",
-    chunkCacheBytes: "byte budget of the LRU of encoded chunks, shared by every query",
+    chunkCacheBytes:
+      "byte budget of the LRU of fetched chunks (each with its decompressed symbol table), shared by every query",
     segmentCacheBytes: "byte budget of the LRU of decoded index segments (by their encoded size)",
     workers: "worker threads running queries, one query each; 0: on the main thread",
     workerHeapMb: "V8 heap cap of each query worker, MiB (a query past it gets a 400)",

@@ -2,6 +2,7 @@
  * What one query runs with: its deadline and counters ({@link QueryContext}), and the
  * querier's shared parts it reads through ({@link QuerierParts}).
  */
+import type { ChunkReader } from "@sieve/chunk";
 import type { Retention } from "@sieve/logql";
 import type { IndexSegment } from "@sieve/index";
 import { deadlineSignal, settleBy } from "@sieve/kit";
@@ -30,9 +31,9 @@ export interface QuerierParts {
   /** Where the querier counts (absent: not counted). */
   readonly metrics: QuerierMetrics | undefined;
   /** Decoded segments by key, sized by their encoded bytes. */
-  readonly segments: ObjectCache<{ segment: IndexSegment; bytes: number }>;
-  /** Encoded chunks by key. */
-  readonly chunks: ObjectCache<Uint8Array>;
+  readonly segments: ObjectCache<LoadedSegment>;
+  /** Fetched chunks by key, as checked readers, sized by what they hold. */
+  readonly chunks: ObjectCache<ChunkReader>;
   /** Label records of the series' canonical label strings. */
   readonly labels: ParsedLabels;
   /**
@@ -132,4 +133,15 @@ export class QueryContext {
   close(): void {
     // nothing to do (see above)
   }
+}
+
+/**
+ * A decoded segment as the querier caches it: its readable series only, and each one's
+ * labels parsed (`labels[i]` is `segment.series[i]`'s), so that a query matches its
+ * selector against them without parsing or looking anything up per series.
+ */
+export interface LoadedSegment {
+  readonly segment: IndexSegment;
+  readonly labels: readonly Readonly<Record<string, string>>[];
+  readonly bytes: number;
 }

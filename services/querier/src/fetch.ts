@@ -1,6 +1,8 @@
 /**
- * Chunk fetching (a bounded pool of fetches ahead of the reader, through the chunk cache)
- * and reading (only the blocks that can hold what the query needs).
+ * Chunk fetching (a bounded pool of fetches ahead of the reader, through the chunk cache,
+ * which holds each chunk as a checked {@link ChunkReader}: its footer, checksums and
+ * symbol sections are read once, not by every query) and reading (only the blocks that can
+ * hold what the query needs).
  */
 import { ChunkReader, type Entry } from "@sieve/chunk";
 import { chunkFilters, type BloomTest } from "@sieve/logql";
@@ -18,9 +20,9 @@ export async function* fetchInOrder(
   chunks: readonly PlannedChunk[],
   ctx: QueryContext,
   wanted: (c: PlannedChunk) => boolean = () => true,
-): AsyncGenerator<{ planned: PlannedChunk; bytes: Uint8Array }> {
+): AsyncGenerator<{ planned: PlannedChunk; reader: ChunkReader }> {
   const stats = ctx.stats;
-  const pending: Promise<{ planned: PlannedChunk; bytes: Uint8Array }>[] = [];
+  const pending: Promise<{ planned: PlannedChunk; reader: ChunkReader }>[] = [];
   let next = 0;
   let stopped = false;
   const start = (): void => {
@@ -32,9 +34,12 @@ export async function* fetchInOrder(
     }
     const p = parts.chunks
       .get(planned.chunk.key, () =>
-        parts.store.get(planned.chunk.key).catch((error: unknown) => {
-          throw storeError(error); // a store that is down: 503, not 500
-        }),
+        parts.store.get(planned.chunk.key).then(
+          (bytes) => new ChunkReader(bytes),
+          (error: unknown) => {
+            throw storeError(error); // a store that is down: 503, not 500
+          },
+        ),
       )
       .then(({ value, hit }) => {
         stats.chunksFetched++;
@@ -44,7 +49,7 @@ export async function* fetchInOrder(
           stats.bytesFetched += value.byteLength;
           parts.metrics?.bytesFetched.inc(value.byteLength);
         }
-        return { planned, bytes: value };
+        return { planned, reader: value };
       });
     p.catch(() => undefined); // awaited below; a reader that stops early leaves it behind
     pending.push(p);
@@ -67,13 +72,12 @@ export async function* fetchInOrder(
  * lines that hold it and nothing of a false positive.
  */
 export function readChunk(
-  bytes: Uint8Array,
+  reader: ChunkReader,
   labels: Readonly<Record<string, string>>,
   test: BloomTest,
   range: { from: bigint; through: bigint; direction?: "forward" | "backward" },
   stats: QueryStats,
 ): Generator<Entry, void, undefined> {
-  const reader = new ChunkReader(bytes);
   const filters = chunkFilters(reader, test, labels);
   const read = new Uint8Array(reader.blocks.length);
   reader.blocks.forEach((b, i) => {

@@ -258,7 +258,7 @@ export async function runLogs(
   top.settle();
   const cannotBeat = (c: PlannedChunk): boolean =>
     top.full && top.worse(backward ? c.chunk.ref.through : c.chunk.ref.from);
-  for await (const { planned: p, bytes } of fetchInOrder(
+  for await (const { planned: p, reader } of fetchInOrder(
     parts,
     ordered,
     ctx,
@@ -271,7 +271,7 @@ export async function runLogs(
     const audit = p.audit === undefined ? undefined : new ChunkAudit(p.audit, p.labels);
     const deleted = deletes?.filter.forStream(p.labels);
     let whole = true;
-    for (const e of readChunk(bytes, p.labels, tests, range, stats)) {
+    for (const e of readChunk(reader, p.labels, tests, range, stats)) {
       if (++n % DEADLINE_CHECK_EVERY === 0) ctx.check();
       stats.linesScanned++;
       if (top.worse(e.timestamp)) {

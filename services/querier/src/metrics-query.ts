@@ -190,7 +190,7 @@ async function collect(
   const overlapping = overlaps(planned);
   const folds = new Map<string, ReturnType<SamplePlan["stream"]> | null>();
   const seenBySeries = new Map<bigint, Set<string>>();
-  for await (const { planned: pc, bytes } of fetchInOrder(parts, planned, ctx)) {
+  for await (const { planned: pc, reader } of fetchInOrder(parts, planned, ctx)) {
     const key = labelsKey(pc.labels);
     let fold = folds.get(key);
     if (fold === undefined) {
@@ -209,7 +209,7 @@ async function collect(
       seenBySeries.set(fp, seen);
     }
     const first = pc.notBefore !== undefined && pc.notBefore > from ? pc.notBefore : from;
-    for (const e of readChunk(bytes, pc.labels, test, { from: first, through: end }, stats)) {
+    for (const e of readChunk(reader, pc.labels, test, { from: first, through: end }, stats)) {
       if (++stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();
       audit?.see(e);
       if (fold === null) continue;

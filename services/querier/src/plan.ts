@@ -14,6 +14,7 @@ import {
   listSegments,
   mergeSegments,
   type IndexSegment,
+  type SegmentSeries,
   type IndexedChunk,
   type IndexedSeries,
   type MissingReason,
@@ -22,7 +23,7 @@ import {
 import { matchesLabels, withoutLineTests, type BloomTest, type Matcher } from "@sieve/logql";
 import { STORAGE_ERRORS, isNotFound, isStoreFailure } from "@sieve/storage";
 import { testedPart } from "./audit.js";
-import type { QuerierParts, QueryContext } from "./context.js";
+import type { LoadedSegment, QuerierParts, QueryContext } from "./context.js";
 import { KEEP_ALL_FILTER } from "./deps.js";
 import type { ChunkVerdict, FilterResponse, FilterSeries } from "@sieve/proto";
 import { QueryError, maxChunks } from "./errors.js";
@@ -104,7 +105,7 @@ async function loadSegment(
   parts: QuerierParts,
   tenant: string,
   key: string,
-): Promise<{ segment: IndexSegment; bytes: number }> {
+): Promise<LoadedSegment> {
   let bytes: Uint8Array;
   try {
     bytes = await parts.store.get(key);
@@ -121,12 +122,19 @@ async function loadSegment(
   } catch (error) {
     if (!(error instanceof IndexError)) throw error;
     parts.labels.report.unreadableSegment(key, error);
-    return { segment: { tenant, day: 0, series: [] }, bytes: bytes.byteLength };
+    return { segment: { tenant, day: 0, series: [] }, labels: [], bytes: bytes.byteLength };
   }
   const where = `segment ${key}`;
-  const readable = segment.series.filter((s) => parts.labels.tryOf(s.labels, where) !== undefined);
-  if (readable.length < segment.series.length) segment = { ...segment, series: readable };
-  return { segment, bytes: bytes.byteLength };
+  const series: SegmentSeries[] = [];
+  const labels: Readonly<Record<string, string>>[] = [];
+  for (const s of segment.series) {
+    const parsed = parts.labels.tryOf(s.labels, where);
+    if (parsed === undefined) continue;
+    series.push(s);
+    labels.push(parsed);
+  }
+  if (series.length < segment.series.length) segment = { ...segment, series };
+  return { segment, labels, bytes: bytes.byteLength };
 }
 
 /**
@@ -160,11 +168,11 @@ export async function readSeries(
         throw storeError(error);
       }
     };
-    const loaded = new Map<string, IndexSegment>();
+    const loaded = new Map<string, LoadedSegment>();
     const load = async (key: string): Promise<boolean> => {
       try {
         const { value } = await parts.segments.get(key, () => loadSegment(parts, tenant, key));
-        loaded.set(key, value.segment);
+        loaded.set(key, value);
         return true;
       } catch (error) {
         if (error instanceof SegmentGone) return false;
@@ -185,16 +193,11 @@ export async function readSeries(
     }
     const segments = [...loaded.values()];
     ctx.stats.segmentsRead += segments.length;
-    const chosen =
+    const chosen = segments.map(({ segment, labels }) =>
       wanted === undefined
-        ? segments
-        : segments.map((segment) => ({
-            ...segment,
-            series: segment.series.filter((s) => {
-              const labels = parts.labels.tryOf(s.labels, "store");
-              return labels !== undefined && wanted(labels);
-            }),
-          }));
+        ? segment
+        : { ...segment, series: segment.series.filter((_, i) => wanted(labels[i]!)) },
+    );
     return withoutExpired(parts, tenant, mergeSegments(tenant, chosen, from, through));
   });
 }

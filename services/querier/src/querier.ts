@@ -10,6 +10,7 @@
  * This file is the facade that ties the steps together (parse, limits, deadline); each step
  * lives in its own file: `plan.ts`, `fetch.ts`, `logs.ts`, `metrics-query.ts`, `series.ts`.
  */
+import type { ChunkReader } from "@sieve/chunk";
 import { NO_RETENTION, Retention, type RetentionConfig } from "@sieve/logql";
 import type { IndexSegment } from "@sieve/index";
 import {
@@ -25,7 +26,7 @@ import {
 } from "@sieve/logql";
 import { ObjectCache } from "./cache.js";
 import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
-import { QueryContext, type QuerierParts } from "./context.js";
+import { QueryContext, type LoadedSegment, type QuerierParts } from "./context.js";
 import { StoreDeleteRequests, type DeleteRequestsSource } from "./deletes.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier, PatternSeries } from "@sieve/proto";
@@ -88,16 +89,16 @@ export class Querier {
   /** Where unreadable series and failed-open chunks are logged and counted. */
   readonly report: ReadReport;
   /** Decoded segments by key, sized by their encoded bytes. */
-  readonly segments: ObjectCache<{ segment: IndexSegment; bytes: number }>;
-  /** Encoded chunks by key. */
-  readonly chunks: ObjectCache<Uint8Array>;
+  readonly segments: ObjectCache<LoadedSegment>;
+  /** Fetched chunks by key, as checked readers, sized by what they hold. */
+  readonly chunks: ObjectCache<ChunkReader>;
 
   constructor(deps: QuerierDeps) {
     this.config = deps.config;
     this.metrics = deps.metrics;
     this.report = deps.report ?? new ReadReport();
     this.segments = new ObjectCache(deps.config.segmentCacheBytes, (v) => v.bytes);
-    this.chunks = new ObjectCache(deps.config.chunkCacheBytes, (v) => v.byteLength);
+    this.chunks = new ObjectCache(deps.config.chunkCacheBytes, (v) => v.retainedBytes);
     this.parts = {
       config: deps.config,
       store: deps.store,
