@@ -12,7 +12,6 @@
  */
 import type { ChunkReader } from "@sieve/chunk";
 import { NO_RETENTION, Retention, type RetentionConfig } from "@sieve/logql";
-import type { IndexSegment } from "@sieve/index";
 import {
   evaluateInstant,
   evaluateRange,
