@@ -29,7 +29,13 @@ import {
   type QueueConsumer,
   type QueueWriter,
 } from "@sieve/queue";
-import { openStore as openStorage, type ObjectStore, type StoreConfig } from "@sieve/storage";
+import {
+  countingWrites,
+  openStore as openStorage,
+  writeCounter,
+  type ObjectStore,
+  type StoreConfig,
+} from "@sieve/storage";
 import { closeUnusedConnections, notFoundHandler } from "@sieve/kit";
 import { registerBuildInfo } from "./buildinfo.js";
 import { checkTarget, type SieveConfig } from "./config.js";
@@ -178,10 +184,19 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       const opened = wal;
       closers.push(() => opened.close());
     }
-    const store =
+    // `sieve all` over a file-system store is the store's only writer: every thread counts
+    // its writes in one shared counter, and query workers keep index listings while it is
+    // unchanged (the querier's listings.ts). A store others may write (S3) is listed anew.
+    const storeWrites =
+      target === "all" && config.storage.backend === "filesystem" ? writeCounter() : undefined;
+    const opened =
       wants("ingester") || wants("querier") || wants("bloom-gateway") || wants("compactor")
         ? openStore(config)
         : undefined;
+    const store =
+      opened !== undefined && storeWrites !== undefined
+        ? countingWrites(opened, storeWrites)
+        : opened;
 
     if (wants("distributor")) {
       let writer: QueueWriter;
@@ -228,6 +243,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           config: ingesterCfg,
           consumer,
           store: storeConfig(config),
+          ...(storeWrites !== undefined && { storeWrites }),
           logger,
           registry,
           onFatal: options.onFatal ?? exitOnFatal(logger),
@@ -289,7 +305,10 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         const pool = new QueryPool({
           workers: querierConfig.workers,
           heapMb: querierConfig.workerHeapMb,
-          setup: querierSetup(config, ingester, logger),
+          setup: {
+            ...querierSetup(config, ingester, logger),
+            ...(storeWrites !== undefined && { storeWrites }),
+          },
           ...(ingester !== undefined && { ingesters: ingester }),
           registry,
           logger,
@@ -300,6 +319,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       } else {
         const querier = createQuerier({
           config: querierConfig,
+          ...(storeWrites !== undefined && { storeWrites }),
           retention: retentionConfig(config.compactor),
           store: store!,
           chunkFilter: gateway ?? chunkFilterOf(config, store!, logger, registry),

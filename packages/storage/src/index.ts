@@ -20,3 +20,4 @@ export { S3ObjectStore, S3_DEFAULTS } from "./s3.js";
 export type { S3ObjectStoreConfig } from "./s3.js";
 export { openStore } from "./open.js";
 export type { StoreConfig } from "./open.js";
+export { countingWrites, writeCounter, writesSoFar } from "./changes.js";

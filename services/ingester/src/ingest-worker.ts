@@ -8,7 +8,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import { PortPeer, fromPortError, toPortError } from "@sieve/kit";
 import type { IngesterTail } from "@sieve/proto";
 import type { ConsumedBatch, PartitionListener, QueueConsumer, QueuePosition } from "@sieve/queue";
-import { openStore } from "@sieve/storage";
+import { countingWrites, openStore } from "@sieve/storage";
 import { pino } from "pino";
 import { Gauge, Registry } from "prom-client";
 import { IngesterError } from "./errors.js";
@@ -149,7 +149,10 @@ const consumer = new PortConsumer(main);
 const ingester = new Ingester({
   config: setup.config,
   consumer,
-  store: openStore(setup.store),
+  store:
+    setup.storeWrites === undefined
+      ? openStore(setup.store)
+      : countingWrites(openStore(setup.store), setup.storeWrites),
   logger,
   metrics: new IngesterMetrics(registry),
   worker: setup.index,

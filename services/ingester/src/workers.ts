@@ -72,6 +72,8 @@ export interface IngestWorkerSetup {
   readonly logLevel: string;
   /** The process's watermark buffer: the worker writes slot `index`. */
   readonly memory: SharedArrayBuffer;
+  /** Where the worker counts its store writes (`@sieve/storage`'s `countingWrites`), if anywhere. */
+  readonly storeWrites?: SharedArrayBuffer;
 }
 
 /** A worker's status, as it reports it when it changes. */
@@ -129,6 +131,8 @@ export interface IngesterWorkersOptions {
   readonly config: IngesterConfig;
   /** The object store, as data: each worker opens its own. */
   readonly store: StoreConfig;
+  /** Where every worker counts its store writes, when the process counts them. */
+  readonly storeWrites?: SharedArrayBuffer;
   /** The queue, consumed here and delivered to the workers. */
   readonly consumer: QueueConsumer;
   readonly logger: Logger;
@@ -212,6 +216,7 @@ export class IngesterWorkers implements IngesterHandle {
         store,
         logLevel: logger.level,
         memory: this.memory,
+        ...(this.options.storeWrites !== undefined && { storeWrites: this.options.storeWrites }),
       };
       const worker = new Worker(WORKER_URL, { workerData: setup });
       const slot: WorkerSlot = {

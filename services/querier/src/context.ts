@@ -2,6 +2,7 @@
  * What one query runs with: its deadline and counters ({@link QueryContext}), and the
  * querier's shared parts it reads through ({@link QuerierParts}).
  */
+import type { SegmentListings } from "./listings.js";
 import type { ChunkReader } from "@sieve/chunk";
 import type { Retention } from "@sieve/logql";
 import type { IndexSegment } from "@sieve/index";
@@ -32,6 +33,8 @@ export interface QuerierParts {
   readonly metrics: QuerierMetrics | undefined;
   /** Decoded segments by key, sized by their encoded bytes. */
   readonly segments: ObjectCache<LoadedSegment>;
+  /** Index listings, cached while the store is unchanged (listings.ts). */
+  readonly listings: SegmentListings;
   /** Fetched chunks by key, as checked readers, sized by what they hold. */
   readonly chunks: ObjectCache<ChunkReader>;
   /** Label records of the series' canonical label strings. */

@@ -5,6 +5,7 @@
  * throws keeps every ref, logged and counted by reason. Real segments and chunks in a real
  * FsObjectStore, the real server over loopback.
  */
+import { SegmentListings } from "./listings.js";
 import { NO_RETENTION, Retention } from "@sieve/logql";
 import { NO_DELETES } from "./deletes.js";
 import { Writable } from "node:stream";
@@ -201,7 +202,8 @@ function partsWith(chunkFilter: ChunkFilter) {
     chunkFilter,
     metrics: undefined,
     segments: new ObjectCache(1 << 20, (v) => v.bytes),
-    chunks: new ObjectCache(1 << 20, (v) => v.byteLength),
+    listings: new SegmentListings(undefined),
+    chunks: new ObjectCache(1 << 20, (v) => v.retainedBytes),
     labels: new ParsedLabels(report),
     retention: new Retention(NO_RETENTION),
     deletes: NO_DELETES,

@@ -155,7 +155,8 @@ export async function readSeries(
     // The listing is this query's own (not a shared cache load): its deadline cancels it.
     const { signal } = ctx;
     const store = {
-      list: (prefix: string) => parts.store.list(prefix, { signal }),
+      list: (prefix: string) =>
+        parts.listings.list(prefix, () => parts.store.list(prefix, { signal })),
       get: (key: string) => parts.store.get(key, { signal }),
     };
     const list = async (): Promise<string[]> => {

@@ -51,6 +51,8 @@ export interface WorkerSetup {
    * without the hop to the main thread and every ingest worker.
    */
   readonly memory?: SharedArrayBuffer;
+  /** The process's count of store writes, when it is the store's only writer (see Querier). */
+  readonly storeWrites?: SharedArrayBuffer;
   /** pino level of the worker's own logs (the local gateway's); default `warn`. */
   readonly logLevel?: string;
   /** The compactor's retention, which queries apply (none when absent). */
@@ -104,6 +106,11 @@ export type PortReply =
       readonly error: { readonly message: string; readonly name: string; readonly status?: number };
     };
 
+/** What ends a task's calls to the main thread's parts: made at its first call. */
+interface TaskCalls {
+  controller: AbortController | undefined;
+}
+
 /** How long a ping holds its worker, so that the pings of {@link QueryPool.ready} spread. */
 const PING_HOLD_MS = 20;
 
@@ -156,7 +163,7 @@ export class QueryPool {
   private readonly usesPort: boolean;
   private nextTask = 0;
   /** Tasks running now, by id: their calls' signal (see `serve`). */
-  private readonly tasks = new Map<number, AbortController>();
+  private readonly tasks = new Map<number, TaskCalls>();
 
   constructor(private readonly options: QueryPoolOptions) {
     const { setup } = options;
@@ -234,7 +241,7 @@ export class QueryPool {
     }
     const id = this.nextTask++;
     // The task's calls to this thread's parts end with it (see `serve`).
-    const calls = new AbortController();
+    const calls: TaskCalls = { controller: undefined };
     if (this.usesPort) this.tasks.set(id, calls);
     try {
       return await this.piscina.run({ task, id }, { signal: abort.signal });
@@ -251,7 +258,8 @@ export class QueryPool {
       };
     } finally {
       clearTimeout(timer);
-      if (this.tasks.delete(id)) calls.abort();
+      this.tasks.delete(id);
+      calls.controller?.abort();
     }
   }
 
@@ -266,7 +274,9 @@ export class QueryPool {
     port.on("message", (msg: PortCall) => {
       const task = this.tasks.get(msg.task);
       if (task === undefined) return;
-      const options = { signal: task.signal };
+      // Made for the task's first call only: most tasks call nothing, and an abort costs.
+      const ended = (task.controller ??= new AbortController()).signal;
+      const options = { signal: ended };
       const call = (): Promise<unknown> => {
         switch (msg.call) {
           case "query":
@@ -293,7 +303,7 @@ export class QueryPool {
             );
         }
       };
-      const live = (): boolean => !task.signal.aborted;
+      const live = (): boolean => !ended.aborted;
       Promise.resolve()
         .then(call)
         .then(

@@ -24,6 +24,7 @@ import {
   type Vector,
 } from "@sieve/logql";
 import { ObjectCache } from "./cache.js";
+import { SegmentListings } from "./listings.js";
 import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
 import { QueryContext, type LoadedSegment, type QuerierParts } from "./context.js";
 import { StoreDeleteRequests, type DeleteRequestsSource } from "./deletes.js";
@@ -72,6 +73,12 @@ export interface QuerierDeps {
    * `deleteRequestsCacheMs`) for tenants whose `deletionMode` is not `disabled`.
    */
   readonly deletes?: DeleteRequestsSource;
+  /**
+   * The process's count of store writes (`@sieve/storage`'s `countingWrites`) when every
+   * writer of the store counts in it (`sieve all`): index listings are cached while it is
+   * unchanged. Absent: every query lists.
+   */
+  readonly storeWrites?: SharedArrayBuffer;
 }
 
 /**
@@ -106,6 +113,7 @@ export class Querier {
       chunkFilter: deps.chunkFilter ?? KEEP_ALL_FILTER,
       metrics: this.metrics,
       segments: this.segments,
+      listings: new SegmentListings(deps.storeWrites),
       chunks: this.chunks,
       labels: new ParsedLabels(this.report),
       retention: new Retention(deps.retention ?? NO_RETENTION),

@@ -151,6 +151,7 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
     store,
     report: new ReadReport({ logger: pino({ level: setup.logLevel ?? "warn" }) }),
     ...(setup.retention !== undefined && { retention: setup.retention }),
+    ...(setup.storeWrites !== undefined && { storeWrites: setup.storeWrites }),
     ...(chunkFilter !== undefined && { chunkFilter }),
     ...(ingesters !== undefined && { ingesters }),
   });
