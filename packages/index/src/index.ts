@@ -55,7 +55,14 @@ export {
   decodeSegment,
 } from "./segment.js";
 export type { BloomLocation, SegmentChunk, SegmentSeries, IndexSegment } from "./segment.js";
-export { listSegments, mergeSegments, readIndex, segmentsForFlush } from "./reader.js";
+export {
+  indexSegment,
+  listSegments,
+  mergeIndexed,
+  mergeSegments,
+  readIndex,
+  segmentsForFlush,
+} from "./reader.js";
 export type { SegmentStore, IndexedChunk, IndexedSeries } from "./reader.js";
 export { IndexError, INDEX_ERRORS } from "./errors.js";
 export type { IndexErrorCode } from "./errors.js";

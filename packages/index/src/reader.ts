@@ -88,31 +88,88 @@ export function mergeSegments(
   from: bigint,
   through: bigint,
 ): IndexedSeries[] {
+  return mergeIndexed(
+    segments.map((segment) => indexSegment(tenant, segment)),
+    from,
+    through,
+  );
+}
+
+/**
+ * A decoded segment's series with every chunk's {@link IndexedChunk} built, each series
+ * once (a segment lists a series once per bloom location), its chunks deduplicated and in
+ * order, the series by fingerprint: what a querier caches, so that a query only picks and
+ * cuts ({@link mergeIndexed}). A segment of another tenant is `invalid_argument`.
+ */
+export function indexSegment(tenant: string, segment: IndexSegment): IndexedSeries[] {
+  if (segment.tenant !== tenant) {
+    throw new IndexError(
+      "invalid_argument",
+      `a segment of tenant ${JSON.stringify(segment.tenant)}`,
+    );
+  }
+  const listed: IndexedSeries[] = segment.series.map((s) => ({
+    fingerprint: s.fingerprint,
+    labels: s.labels,
+    chunks: s.chunks.map((c) => indexed(tenant, s, c)),
+  }));
+  return merge([listed], MIN_TS, MAX_TS);
+}
+
+/**
+ * The series of indexed segments ({@link indexSegment}) over [from, through]: a series of
+ * several segments once, a chunk listed twice once (preferring a listing whose bloom is in
+ * a block), chunks outside the range left out. The chunk objects are the segments' own.
+ */
+export function mergeIndexed(
+  segments: readonly (readonly IndexedSeries[])[],
+  from: bigint,
+  through: bigint,
+): IndexedSeries[] {
+  if (segments.length !== 1) return merge(segments, from, through);
+  // One segment (a compacted day): its series are merged already; only cut to the range.
+  const out: IndexedSeries[] = [];
+  for (const s of segments[0]!) {
+    let inRange = 0;
+    for (const c of s.chunks) if (c.ref.through >= from && c.ref.from <= through) inRange++;
+    if (inRange === s.chunks.length) out.push(s);
+    else if (inRange > 0) {
+      const chunks = s.chunks.filter((c) => c.ref.through >= from && c.ref.from <= through);
+      out.push({ ...s, chunks });
+    }
+  }
+  return out;
+}
+
+const MIN_TS = -(2n ** 63n);
+const MAX_TS = 2n ** 63n - 1n;
+
+function merge(
+  segments: readonly (readonly IndexedSeries[])[],
+  from: bigint,
+  through: bigint,
+): IndexedSeries[] {
   // Each series' chunks by checksum (then from and through): no key is built to dedupe.
   const series = new Map<bigint, { labels: string; chunks: Map<number, IndexedChunk[]> }>();
   for (const segment of segments) {
-    if (segment.tenant !== tenant) {
-      throw new IndexError(
-        "invalid_argument",
-        `a segment of tenant ${JSON.stringify(segment.tenant)}`,
-      );
-    }
-    for (const s of segment.series) {
+    for (const s of segment) {
       let merged = series.get(s.fingerprint);
       for (const c of s.chunks) {
-        if (c.through < from || c.from > through) continue;
+        if (c.ref.through < from || c.ref.from > through) continue;
         if (merged === undefined) {
           merged = { labels: s.labels, chunks: new Map() };
           series.set(s.fingerprint, merged);
         }
-        let same = merged.chunks.get(c.checksum);
-        if (same === undefined) merged.chunks.set(c.checksum, (same = []));
-        const at = same.findIndex((x) => x.ref.from === c.from && x.ref.through === c.through);
+        let same = merged.chunks.get(c.ref.checksum);
+        if (same === undefined) merged.chunks.set(c.ref.checksum, (same = []));
+        const at = same.findIndex(
+          (x) => x.ref.from === c.ref.from && x.ref.through === c.ref.through,
+        );
         const seen = same[at];
-        if (seen !== undefined && !(seen.bloom.kind === "missing" && s.bloom.kind === "block"))
+        if (seen !== undefined && !(seen.bloom.kind === "missing" && c.bloom.kind === "block"))
           continue;
-        if (seen === undefined) same.push(indexed(tenant, s, c));
-        else same[at] = indexed(tenant, s, c);
+        if (seen === undefined) same.push(c);
+        else same[at] = c;
       }
     }
   }

@@ -6,9 +6,12 @@ import { crc32c } from "@sieve/kit";
 import { FsObjectStore } from "@sieve/storage";
 import { afterAll, describe, expect, it } from "vitest";
 import { IndexError } from "./errors.js";
+import fc from "fast-check";
 import {
   daysOverlapping,
+  indexSegment,
   listSegments,
+  mergeIndexed,
   mergeSegments,
   readIndex,
   segmentsForFlush,
@@ -363,6 +366,53 @@ describe("merging segments", () => {
       expect(merged[0]!.chunks[0]!.bloom.kind).toBe("block");
     }
     expect(() => mergeSegments("u", [without], 0n, at(D + 1, 0))).toThrow(IndexError);
+  });
+
+  it("cuts one indexed segment to a range as the general merge does, reusing its objects", () => {
+    const chunk = fc
+      .tuple(fc.integer({ min: 0, max: 47 }), fc.integer({ min: 0, max: 5 }), fc.nat(3))
+      .map(([h, len, sum]) =>
+        chunkAt(
+          at(D, 0) + BigInt(h) * 1_800_000_000_000n,
+          at(D, 0) + BigInt(h + len) * 1_800_000_000_000n,
+          sum,
+        ),
+      );
+    const oneSeries = fc.tuple(
+      fc.bigInt({ min: 1n, max: 6n }),
+      fc.array(chunk, { maxLength: 5 }),
+      fc.boolean(),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(oneSeries, { maxLength: 8 }),
+        fc.integer({ min: 0, max: 47 }),
+        fc.integer({ min: 0, max: 47 }),
+        (listed, a, b) => {
+          const segment: IndexSegment = {
+            tenant: "t",
+            day: D,
+            series: listed.map(([fp, chunks, block]) => series(fp, chunks, block)),
+          };
+          const from = at(D, Math.min(a, b));
+          const through = at(D, Math.max(a, b));
+          const indexed = indexSegment("t", segment);
+          const alone = mergeIndexed([indexed], from, through);
+          // The general merge, forced by a second (empty) segment.
+          const general = mergeIndexed([indexed, []], from, through);
+          const shape = (all: typeof alone) =>
+            all.map((s) => [
+              s.fingerprint,
+              s.chunks.map((c) => [c.ref.from, c.ref.through, c.ref.checksum, c.bloom.kind]),
+            ]);
+          expect(shape(alone)).toEqual(shape(general));
+          expect(shape(alone)).toEqual(shape(mergeSegments("t", [segment], from, through)));
+          // Every chunk answered is the indexed segment's own object.
+          const own = new Set(indexed.flatMap((s) => s.chunks));
+          for (const s of alone) for (const c of s.chunks) expect(own.has(c)).toBe(true);
+        },
+      ),
+    );
   });
 });
 

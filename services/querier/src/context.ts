@@ -5,7 +5,7 @@
 import type { SegmentListings } from "./listings.js";
 import type { ChunkReader } from "@sieve/chunk";
 import type { Retention } from "@sieve/logql";
-import type { IndexSegment } from "@sieve/index";
+import type { IndexedSeries } from "@sieve/index";
 import { deadlineSignal, settleBy } from "@sieve/kit";
 import type { ObjectCache } from "./cache.js";
 import type { QuerierConfig, QueryLimits } from "./config.js";
@@ -139,12 +139,14 @@ export class QueryContext {
 }
 
 /**
- * A decoded segment as the querier caches it: its readable series only, and each one's
- * labels parsed (`labels[i]` is `segment.series[i]`'s), so that a query matches its
- * selector against them without parsing or looking anything up per series.
+ * A decoded segment as the querier caches it: its readable series only, each one's chunk
+ * refs built and its labels parsed once, so that a query matches its selector and cuts
+ * chunks to its range without parsing, looking up or building anything per series.
  */
 export interface LoadedSegment {
-  readonly segment: IndexSegment;
+  /** Its readable series, indexed once (`@sieve/index`'s `indexSegment`). */
+  readonly series: readonly IndexedSeries[];
+  /** `labels[i]` is `series[i]`'s, parsed. */
   readonly labels: readonly Readonly<Record<string, string>>[];
   readonly bytes: number;
 }

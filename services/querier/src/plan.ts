@@ -12,9 +12,9 @@ import {
   MISSING_REASONS,
   decodeSegment,
   listSegments,
-  mergeSegments,
+  indexSegment,
+  mergeIndexed,
   type IndexSegment,
-  type SegmentSeries,
   type IndexedChunk,
   type IndexedSeries,
   type MissingReason,
@@ -122,19 +122,18 @@ async function loadSegment(
   } catch (error) {
     if (!(error instanceof IndexError)) throw error;
     parts.labels.report.unreadableSegment(key, error);
-    return { segment: { tenant, day: 0, series: [] }, labels: [], bytes: bytes.byteLength };
+    return { series: [], labels: [], bytes: bytes.byteLength };
   }
   const where = `segment ${key}`;
-  const series: SegmentSeries[] = [];
+  const series: IndexedSeries[] = [];
   const labels: Readonly<Record<string, string>>[] = [];
-  for (const s of segment.series) {
+  for (const s of indexSegment(tenant, segment)) {
     const parsed = parts.labels.tryOf(s.labels, where);
     if (parsed === undefined) continue;
     series.push(s);
     labels.push(parsed);
   }
-  if (series.length < segment.series.length) segment = { ...segment, series };
-  return { segment, labels, bytes: bytes.byteLength };
+  return { series, labels, bytes: bytes.byteLength };
 }
 
 /**
@@ -194,12 +193,10 @@ export async function readSeries(
     }
     const segments = [...loaded.values()];
     ctx.stats.segmentsRead += segments.length;
-    const chosen = segments.map(({ segment, labels }) =>
-      wanted === undefined
-        ? segment
-        : { ...segment, series: segment.series.filter((_, i) => wanted(labels[i]!)) },
+    const chosen = segments.map(({ series, labels }) =>
+      wanted === undefined ? series : series.filter((_, i) => wanted(labels[i]!)),
     );
-    return withoutExpired(parts, tenant, mergeSegments(tenant, chosen, from, through));
+    return withoutExpired(parts, tenant, mergeIndexed(chosen, from, through));
   });
 }
 
