@@ -137,6 +137,20 @@ export class BloomCache {
   }
 
   /**
+   * The bloom of `fingerprint` at `location` when its block is in memory (a hit, counted);
+   * undefined when it must be read ({@link get}). Throws a {@link BloomReadError} when the
+   * cached block's record is damaged.
+   */
+  peek(location: BloomRecordLocation, fingerprint: bigint): BloomRecord | undefined {
+    if (this.byRecord.has(location.key)) return undefined;
+    const blockKey = `b\n${location.key}`;
+    const cached = this.lru.get(blockKey);
+    if (cached?.kind !== "block") return undefined;
+    this.hits++;
+    return this.cut(blockKey, cached.block, location, fingerprint);
+  }
+
+  /**
    * The bloom of `fingerprint` at `location`, from memory or read once from the store.
    * Throws a {@link BloomReadError} when it cannot be had.
    */
