@@ -28,6 +28,8 @@ export interface IndexedChunk {
   /** UTF-8 bytes of the chunk's lines; absent when its segment predates version 3. */
   readonly lineBytes?: number;
   readonly bloom: BloomLocation;
+  /** The segment's own record of the chunk (what a bloom gateway is sent). */
+  readonly listed: SegmentChunk;
 }
 
 /** A series and its chunks in a time range, merged over segments. */
@@ -208,6 +210,7 @@ function indexed(tenant: string, s: SegmentSeries, c: SegmentChunk): IndexedChun
     prefixed: c.prefixed,
     ...(c.lineBytes !== undefined && { lineBytes: c.lineBytes }),
     bloom: s.bloom,
+    listed: c,
   };
 }
 

@@ -49,12 +49,6 @@ export interface PlannedChunk {
   readonly notBefore?: bigint;
 }
 
-function bloomGroup(c: IndexedChunk): string {
-  return c.bloom.kind === "block"
-    ? `b\u0000${c.bloom.key}\u0000${c.bloom.offset}`
-    : `m\u0000${c.bloom.reason}`;
-}
-
 /** Whether the chunk's bloom holds line n-grams (its index entry says). */
 function lined(c: IndexedChunk): boolean {
   return c.bloom.kind === "block" && c.bloom.ngrams !== undefined;
@@ -62,18 +56,6 @@ function lined(c: IndexedChunk): boolean {
 
 function chunkId(fp: bigint, c: { from: bigint; through: bigint; checksum: number }): string {
   return `${fp}:${c.from}:${c.through}:${c.checksum}`;
-}
-
-function segmentChunk(c: IndexedChunk): SegmentChunk {
-  return {
-    from: c.ref.from,
-    through: c.ref.through,
-    checksum: c.ref.checksum,
-    bytes: c.bytes,
-    entries: c.entries,
-    prefixed: c.prefixed,
-    ...(c.lineBytes !== undefined && { lineBytes: c.lineBytes }),
-  };
 }
 
 /**
@@ -250,13 +232,18 @@ function reportFailOpen(
 /** What the bloom step answered, for {@link judge}. */
 interface BloomAnswer {
   /** Chunks not sent to the gateway (a line-only test, and a bloom without n-grams). */
-  readonly unsent: ReadonlySet<string>;
+  readonly unsent: ReadonlySet<IndexedChunk>;
   /** The querier has no gateway: nothing was tested. */
   readonly noGateway: boolean;
   /** The gateway call failed with this reason: everything kept untested. */
   readonly failed: string | undefined;
-  /** The chunks the gateway kept, and its verdicts on the others and on those it kept untested. */
-  readonly kept: ReadonlySet<string>;
+  /**
+   * The chunks the gateway kept: answered as the records it was sent (a gateway in this
+   * thread), or as copies, by {@link chunkId} (over a port or HTTP).
+   */
+  readonly kept: ReadonlySet<IndexedChunk>;
+  readonly keptIds: ReadonlySet<string>;
+  /** Its verdicts on the others and on those it kept untested, by {@link chunkId}. */
   readonly verdicts: ReadonlyMap<string, ChunkVerdict>;
 }
 
@@ -276,19 +263,21 @@ const MISSING = Object.fromEntries(
   (Object.keys(MISSING_REASONS) as MissingReason[]).map((reason) => [reason, noBloom(reason)]),
 ) as Record<MissingReason, ChunkOutcome>;
 
-/** Kept or pruned, and why (explain's words), for the chunk `id`. */
-function judge(c: IndexedChunk, id: string, answer: BloomAnswer): ChunkOutcome {
+/** Kept or pruned, and why (explain's words), for chunk `c` of the series `fp`. */
+function judge(c: IndexedChunk, fp: bigint, answer: BloomAnswer): ChunkOutcome {
   if (c.bloom.kind === "missing") return MISSING[c.bloom.reason];
-  if (answer.unsent.has(id)) return NO_NGRAMS;
+  if (answer.unsent.has(c)) return NO_NGRAMS;
   if (answer.noGateway) return NO_GATEWAY;
   if (answer.failed !== undefined) {
     return { outcome: "kept", reason: "fail_open", detail: answer.failed };
   }
+  // An id is built only when the answer came as copies, or with verdicts (explain).
+  const id = answer.keptIds.size + answer.verdicts.size > 0 ? chunkId(fp, c.ref) : "";
   const v = answer.verdicts.get(id);
   if (v === undefined) {
     // Without a verdict, a pruned chunk's reason is unknown: the gateway was not asked to
     // explain (or predates explain).
-    return answer.kept.has(id) ? PASSED : PRUNED;
+    return answer.kept.has(c) || answer.keptIds.has(id) ? PASSED : PRUNED;
   }
   if (v.outcome === "failed_open") {
     return {
@@ -373,32 +362,32 @@ export async function plan(
     );
   }
   stats.bloomsUsed = true;
-  const groups = new Map<string, FilterSeries & { chunks: SegmentChunk[] }>();
-  const unsent = new Set<string>();
-  let sent = 0;
+  // A group per series and bloom location (chunks of one listing share its object).
+  const groups: (FilterSeries & { chunks: SegmentChunk[] })[] = [];
+  const unsent = new Set<IndexedChunk>();
+  // The records sent, to read a gateway's answer by identity when it returns them.
+  const sentAs = new Map<SegmentChunk, IndexedChunk>();
   for (const { series } of matched) {
+    const byBloom = new Map<IndexedChunk["bloom"], FilterSeries & { chunks: SegmentChunk[] }>();
     for (const c of series.chunks) {
       if (metadataOnly.kind === "all" && !lined(c)) {
-        unsent.add(chunkId(series.fingerprint, c.ref));
+        unsent.add(c);
         continue;
       }
-      sent++;
-      const key = `${series.fingerprint}\u0000${bloomGroup(c)}`;
-      let g = groups.get(key);
+      let g = byBloom.get(c.bloom);
       if (g === undefined) {
-        g = {
-          fingerprint: series.fingerprint,
-          labels: series.labels,
-          bloom: c.bloom,
-          chunks: [],
-        };
-        groups.set(key, g);
+        g = { fingerprint: series.fingerprint, labels: series.labels, bloom: c.bloom, chunks: [] };
+        byBloom.set(c.bloom, g);
+        groups.push(g);
       }
-      g.chunks.push(segmentChunk(c));
+      g.chunks.push(c.listed);
+      sentAs.set(c.listed, c);
     }
   }
+  const sent = sentAs.size;
   let failed: string | undefined;
-  const kept = new Set<string>();
+  const kept = new Set<IndexedChunk>();
+  const keptIds = new Set<string>();
   const verdicts = new Map<string, ChunkVerdict>();
   try {
     const response: FilterResponse = await stats.time("blooms", () =>
@@ -408,7 +397,7 @@ export async function plan(
           from,
           through,
           test,
-          series: [...groups.values()],
+          series: groups,
           ...(explain !== undefined && { explain: true }),
         }),
       ),
@@ -417,14 +406,20 @@ export async function plan(
     for (const [reason, chunks] of Object.entries(response.stats.failedOpen)) {
       parts.labels.report.failedOpen(reason, chunks, tenant);
     }
-    for (const s of response.series) for (const c of s.chunks) kept.add(chunkId(s.fingerprint, c));
+    for (const s of response.series) {
+      for (const c of s.chunks) {
+        const own = sentAs.get(c);
+        if (own !== undefined) kept.add(own);
+        else keptIds.add(chunkId(s.fingerprint, c));
+      }
+    }
     for (const v of response.verdicts ?? []) verdicts.set(chunkId(v.fingerprint, v), v);
   } catch (error) {
     if (error instanceof QueryError) throw error; // the query's own deadline
     // Invariant 1: a gateway that fails means "may match", never "no match".
     failed = failOpenReason(error);
     stats.bloom = {
-      series: groups.size,
+      series: groups.length,
       seriesSkipped: 0,
       chunks: sent,
       chunksPruned: 0,
@@ -439,6 +434,7 @@ export async function plan(
     noGateway: parts.chunkFilter === KEEP_ALL_FILTER,
     failed,
     kept,
+    keptIds,
     verdicts,
   };
   // The audit's test per n-gram settings of the chunks' blooms ("" for none).
@@ -458,7 +454,7 @@ export async function plan(
   const out: PlannedChunk[] = [];
   for (const { series, labels, cutoff } of matched) {
     for (const chunk of series.chunks) {
-      const judged = judge(chunk, chunkId(series.fingerprint, chunk.ref), answer);
+      const judged = judge(chunk, series.fingerprint, answer);
       explain?.add(series.labels, chunk, judged);
       if (judged.outcome === "pruned") continue;
       const audit = judged.reason === "passed" ? auditOf(chunk) : undefined;
