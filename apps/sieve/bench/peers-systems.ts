@@ -5,6 +5,7 @@
  */
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -104,9 +105,22 @@ export interface System {
   stored(dir: string): Record<string, number>;
 }
 
-const SIEVE_PORT = 3161;
-const LOKI_PORT = 3162;
-const VICTORIALOGS_PORT = 3163;
+/**
+ * A port nothing listens on now, the system's pick: two benchmarks on one machine (the
+ * team's sessions share it) must not push to or query each other's servers.
+ */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const SIEVE_PORT = await freePort();
+const LOKI_PORT = await freePort();
+const LOKI_GRPC_PORT = await freePort();
+const VICTORIALOGS_PORT = await freePort();
 
 /** Fetches a URL and fails on any status but 200. */
 async function get(url: string, what: string): Promise<string> {
@@ -174,7 +188,7 @@ server:
   http_listen_address: 127.0.0.1
   http_listen_port: ${LOKI_PORT}
   grpc_listen_address: 127.0.0.1
-  grpc_listen_port: ${LOKI_PORT + 1000}
+  grpc_listen_port: ${LOKI_GRPC_PORT}
   log_level: warn
   http_server_read_timeout: 5m
   http_server_write_timeout: 5m
