@@ -301,8 +301,11 @@ async function run(system: System, data: Dataset): Promise<Result> {
     values.keep === undefined
       ? mkdtempSync(join(tmpdir(), `peers-${system.name}-`))
       : join(values.keep, system.name);
+  // The server running now: stopped on the way out, whatever failed (a wrong answer left
+  // it running, holding memory and its port, under the next run).
+  let server: Server | undefined;
   try {
-    let server = await system.start(dir);
+    server = await system.start(dir);
     const w = watch(server.pid);
     const all = watch(server.pid);
     await push(system, server, data);
@@ -312,6 +315,7 @@ async function run(system: System, data: Dataset): Promise<Result> {
     const flushSeconds = (performance.now() - f0) / 1000;
     const ingest = all.end();
     await server.stop();
+    server = undefined;
     const storedMiB = system.stored(dir);
     // Cold: the first queries of a fresh process over what is stored.
     server = await system.start(dir);
@@ -320,6 +324,7 @@ async function run(system: System, data: Dataset): Promise<Result> {
     const warm = await queries(system, server, data);
     const qm = q.end();
     await server.stop();
+    server = undefined;
     const mb = data.rawBytes / 1e6;
     return {
       system: system.name,
@@ -337,6 +342,7 @@ async function run(system: System, data: Dataset): Promise<Result> {
       queryMachine: { load1: qm.load1, otherCores: qm.otherCores },
     };
   } finally {
+    await server?.stop();
     if (values.keep === undefined) rmSync(dir, { recursive: true, force: true });
   }
 }
