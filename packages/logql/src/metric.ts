@@ -455,13 +455,27 @@ function collectSeries(
     }
   }
   for (const s of out.values()) {
-    // Entries of several streams may interleave in one series.
+    // Entries of several streams may interleave in one series. Points at one time are put
+    // in order of value, so first_over_time and last_over_time pick the same one however
+    // the points arrive (the pushed-down evaluation gets them from many chunks at once).
     let sorted = true;
-    for (let i = 1; i < s.ts.length; i++) if (s.ts[i]! < s.ts[i - 1]!) sorted = false;
+    for (let i = 1; i < s.ts.length; i++) {
+      const t = s.ts[i]!;
+      const before = s.ts[i - 1]!;
+      if (t < before || (t === before && byValue(s.values[i]!, s.values[i - 1]!) < 0)) {
+        sorted = false;
+      }
+    }
     if (!sorted) {
       const idx = s.ts
         .map((_, i) => i)
-        .sort((a, b) => (s.ts[a]! < s.ts[b]! ? -1 : s.ts[a]! > s.ts[b]! ? 1 : a - b));
+        .sort((a, b) =>
+          s.ts[a]! < s.ts[b]!
+            ? -1
+            : s.ts[a]! > s.ts[b]!
+              ? 1
+              : byValue(s.values[a]!, s.values[b]!) || a - b,
+        );
       s.ts = idx.map((i) => s.ts[i]!);
       s.values = idx.map((i) => s.values[i]!);
     }
@@ -535,6 +549,16 @@ function scanRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, ev: Ev): Ste
 }
 
 /** A range aggregation's value over one window's points (time-ordered); undefined: none. */
+/**
+ * The order of two points' values at one time (NaN last): the tie-break of every points
+ * function's input, in the full and the pushed-down evaluation alike.
+ */
+export function byValue(a: number, b: number): number {
+  if (Number.isNaN(a)) return Number.isNaN(b) ? 0 : 1;
+  if (Number.isNaN(b)) return -1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 export function rangeFn(
   op: string,
   param: number | undefined,

@@ -28,6 +28,7 @@ import { LimitError } from "./errors.js";
 import { matchesLabels } from "./matchers.js";
 import {
   DEFAULT_MAX_SAMPLES,
+  byValue,
   convert,
   group,
   labelsKey,
@@ -705,7 +706,10 @@ function finishPoints(
   out: StepVector[],
 ): void {
   const e = plan.expr;
-  const idx = s.ts.map((_, i) => i).sort((x, y) => s.ts[x]! - s.ts[y]! || x - y);
+  // Points at one time in order of value, as the full evaluation puts them (metric.ts).
+  const idx = s.ts
+    .map((_, i) => i)
+    .sort((x, y) => s.ts[x]! - s.ts[y]! || byValue(s.v[x]!, s.v[y]!) || x - y);
   const ts = idx.map((i) => s.ts[i]!);
   const vs = idx.map((i) => s.v[i]!);
   let lo = 0;
