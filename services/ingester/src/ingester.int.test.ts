@@ -192,6 +192,40 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     expect(lineCounts(await readStore(store, "t", T0 - 1n)).size).toBe(6);
   });
 
+  it("counts a record cut from its head at once as in memory until its flush is written", async () => {
+    // Writes wait until released: the cut chunk stays in memory, between cut and flush.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const gated = Object.create(store) as FsObjectStore;
+    gated.put = async (key: string, data: Uint8Array) => {
+      await released;
+      return store.put(key, data);
+    };
+    service = createIngester({
+      config: testConfig({ flushCheckIntervalMs: 3_600_000, chunkMaxUncompressedBytes: 4096 }),
+      consumer: wal.consumer,
+      store: gated,
+      logger: testLogger,
+      registry,
+      now: () => clock,
+    });
+    const { ingester } = service;
+    await ingester.start();
+    // 50 entries of ~170 bytes: the head passes 4 KiB within this record and is cut.
+    await wal.writer.append([record("t", `{app="big"}`, entries(50, "big", 7), PARTITIONS)]);
+    await waitFor(
+      async () =>
+        (await metric("sieve_ingester_entries_appended_total")) === 50 ? true : undefined,
+      { timeoutMs: 1000, what: "the record appended" },
+    );
+    expect(memoryMayHold(ingester.memory, T0 + 7_001n)).toBe(true);
+    expect(memoryMayHold(ingester.memory, T0 + 7_000n)).toBe(false);
+    release();
+    await ingester.flushAll();
+    expect(memoryMayHold(ingester.memory, MemoryWatermark.NONE)).toBe(false);
+    expect(lineCounts(await readStore(store, "t", T0 - 1n)).size).toBe(50);
+  });
+
   it("a flush covers every record acknowledged before it, consumed or not yet", async () => {
     const { ingester } = start();
     await ingester.start();

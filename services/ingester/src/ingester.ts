@@ -366,9 +366,14 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       }
       const s = streamFor(p, key, record, this.streamContext);
       const tailed: Entry[] | undefined = this.tails.has(record.tenant) ? [] : undefined;
+      // The record's oldest entry, not the head's: a record that fills the head is cut
+      // within `append`, and its entries wait in memory for their flush all the same.
+      let oldest: bigint | undefined;
+      for (const e of record.entries) {
+        if (oldest === undefined || e.timestampNs < oldest) oldest = e.timestampNs;
+      }
+      if (oldest !== undefined) this.watermark.lower(oldest);
       const { appended, cutBytes } = s.append(record.entries, rec.offset, now, tailed);
-      const from = s.head?.builder.from;
-      if (from !== undefined) this.watermark.lower(from);
       if (tailed !== undefined) this.tails.notify(record.tenant, s, tailed);
       p.pendingBytes += cutBytes;
       // Measuring every head costs a pass over the streams: done once a sixteenth of the
