@@ -72,6 +72,15 @@ interface SealedBlock {
   readonly symbolIds: Uint32Array;
 }
 
+/**
+ * Where every builder of the thread writes a block or a chunk's sections before they are
+ * compressed (copied out) and the block's symbol references before they are sorted: cuts
+ * and encodes run to completion, one at a time. One writer a builder held ~512 KiB each
+ * (grown past the block target) outside V8's heap: 125 MiB per ingester thread of 250
+ * streams.
+ */
+const scratch = { writer: new ByteWriter(), refs: new Uint32Array(1024) };
+
 const byTimestamp = (a: Entry, b: Entry): number =>
   a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0;
 
@@ -91,6 +100,17 @@ const byTimestamp = (a: Entry, b: Entry): number =>
 export class ChunkBuilder {
   private readonly target: number;
   private head: Entry[] = [];
+  /**
+   * The open block's symbol ids, entry after entry (name, value per pair), interned as the
+   * entries arrive: the cut writes them without looking any string up again.
+   */
+  private headIds = new Uint32Array(1024);
+  private headIdCount = 0;
+  /** Where each open-block entry's ids start in `headIds`. */
+  private headIdStarts = new Uint32Array(256);
+  /** The last entry's ids in `headIds`: still there after a cut, until the next append. */
+  private lastIdsStart = 0;
+  private lastIdsEnd = 0;
   /** The open block's latest timestamp. */
   private headMaxTs: bigint | undefined;
   /**
@@ -113,9 +133,6 @@ export class ChunkBuilder {
   private lines = 0;
   private minTs: bigint | undefined;
   private maxTs: bigint | undefined;
-  private readonly writer = new ByteWriter();
-  /** The open block's symbol references, reused across cuts. */
-  private refs = new Uint32Array(1024);
   private decoded: { block: number; entries: Entry[] } | undefined;
 
   constructor(options: ChunkBuilderOptions = {}) {
@@ -197,11 +214,20 @@ export class ChunkBuilder {
     this.headBytes += bytes.estimate;
     this.headUpperBytes += bytes.upper;
     // Interned now, not at the cut: the table's size is known as entries arrive, and a
-    // string is hashed into one map once.
-    for (const p of entry.structuredMetadata) {
-      this.intern(p.name);
-      this.intern(p.value);
+    // string is hashed into one map once (the cut writes the ids kept here).
+    const md = entry.structuredMetadata;
+    const n = this.head.length - 1;
+    if (n >= this.headIdStarts.length) this.headIdStarts = grow(this.headIdStarts, n + 1);
+    this.headIdStarts[n] = this.headIdCount;
+    if (this.headIdCount + 2 * md.length > this.headIds.length) {
+      this.headIds = grow(this.headIds, this.headIdCount + 2 * md.length);
     }
+    this.lastIdsStart = this.headIdCount;
+    for (const p of md) {
+      this.headIds[this.headIdCount++] = this.intern(p.name);
+      this.headIds[this.headIdCount++] = this.intern(p.value);
+    }
+    this.lastIdsEnd = this.headIdCount;
     this.count++;
     this.lines += bytes.line;
     if (this.minTs === undefined || ts < this.minTs) this.minTs = ts;
@@ -210,20 +236,45 @@ export class ChunkBuilder {
     return true;
   }
 
+  /**
+   * The symbol ids of the last entry appended (name, value for each of its pairs; a
+   * duplicate dropped is not appended), valid until the next append, a cut in between
+   * included: what lets a bloom builder tell repeated metadata apart
+   * without hashing its strings again. Ids index {@link symbolList}.
+   */
+  get lastEntryIds(): Uint32Array {
+    return this.headIds.subarray(this.lastIdsStart, this.lastIdsEnd);
+  }
+
+  /** The symbol table so far, by id (see {@link lastEntryIds}); only grows until encoded. */
+  get symbolList(): readonly string[] {
+    return this.symbols;
+  }
+
   /** Cuts the open block now (the builder does it at the target size and on encode). */
   cut(): void {
     const entries = this.head;
     if (entries.length === 0) return;
-    entries.sort(byTimestamp); // stable: equal timestamps keep their append order
-    const w = this.writer;
+    // In time order unless an older entry arrived (which built `headByTs`): then sorted by
+    // timestamp, equal timestamps in append order.
+    const order =
+      this.headByTs === undefined
+        ? undefined
+        : Array.from(entries.keys()).sort((a, b) => byTimestamp(entries[a]!, entries[b]!) || a - b);
+    const w = scratch.writer;
     w.reset();
-    const minTs = entries[0]!.timestamp;
+    const minTs = entries[order === undefined ? 0 : order[0]!]!.timestamp;
     let prev = minTs;
     const timestamps = new BigInt64Array(entries.length);
+    const ids = this.headIds;
+    const starts = this.headIdStarts;
+    if (scratch.refs.length < this.headIdCount) scratch.refs = new Uint32Array(this.headIdCount);
+    const blockRefs = scratch.refs;
     let refs = 0;
     w.varint64(minTs);
     for (let i = 0; i < entries.length; i++) {
-      const e = entries[i]!;
+      const k = order === undefined ? i : order[i]!;
+      const e = entries[k]!;
       const ts = e.timestamp;
       timestamps[i] = ts;
       if (i > 0) w.uvarint64(ts - prev);
@@ -231,18 +282,10 @@ export class ChunkBuilder {
       w.string(e.line);
       const md = e.structuredMetadata;
       w.uvarint(md.length);
-      if (refs + 2 * md.length > this.refs.length) {
-        const grown = new Uint32Array(Math.max(2 * this.refs.length, refs + 2 * md.length));
-        grown.set(this.refs.subarray(0, refs));
-        this.refs = grown;
-      }
-      for (const pair of md) {
-        const name = this.intern(pair.name);
-        const value = this.intern(pair.value);
-        w.uvarint(name);
-        w.uvarint(value);
-        this.refs[refs++] = name;
-        this.refs[refs++] = value;
+      for (let j = starts[k]!, end = j + 2 * md.length; j < end; j++) {
+        const id = ids[j]!;
+        w.uvarint(id);
+        blockRefs[refs++] = id;
       }
     }
     const rawLength = w.pos;
@@ -252,12 +295,13 @@ export class ChunkBuilder {
       crc: crc32c(data),
       meta: { rawLength, minTs, maxTs: prev, entries: entries.length },
       timestamps,
-      symbolIds: sortedDistinct(this.refs.slice(0, refs)),
+      symbolIds: sortedDistinct(blockRefs.slice(0, refs)),
     });
     if (this.sealedMaxTs === undefined || prev > this.sealedMaxTs) this.sealedMaxTs = prev;
     this.sealedRawBytes += rawLength;
     this.sealedDataBytes += data.byteLength;
     this.head = [];
+    this.headIdCount = 0;
     this.headByTs = undefined;
     this.headMaxTs = undefined;
     this.headBytes = 0;
@@ -273,7 +317,7 @@ export class ChunkBuilder {
     if (this.blocks.length === 0 || this.minTs === undefined || this.maxTs === undefined) {
       throw new ChunkError("empty_chunk");
     }
-    const w = this.writer;
+    const w = scratch.writer;
     w.reset();
     w.uvarint(this.symbols.length);
     for (const s of this.symbols) w.string(s);
@@ -462,6 +506,13 @@ export class ChunkBuilder {
     }
     return id;
   }
+}
+
+/** A copy of `a` with room for at least `n` values (doubling). */
+function grow(a: Uint32Array<ArrayBuffer>, n: number): Uint32Array<ArrayBuffer> {
+  const grown = new Uint32Array(Math.max(2 * a.length, n));
+  grown.set(a);
+  return grown;
 }
 
 /** First index of `sorted` whose value is >= `v`. */
