@@ -79,10 +79,9 @@ interface SealedBlock {
  * (grown past the block target) outside V8's heap: 125 MiB per ingester thread of 250
  * streams.
  */
-const scratch = { writer: new ByteWriter(), refs: new Uint32Array(1024) };
-
-const byTimestamp = (a: Entry, b: Entry): number =>
-  a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0;
+const scratch = { writer: new ByteWriter() };
+/** Bytes of a page of staged open-block entries (one entry past it gets a page of its own). */
+const PAGE_BYTES = 32 * 1024;
 
 /**
  * The head chunk of one stream: entries are appended in any order, cut into blocks of
@@ -91,33 +90,47 @@ const byTimestamp = (a: Entry, b: Entry): number =>
  * demand. Blocks may overlap in time when entries arrive out of order; readers merge.
  *
  * Exact duplicates (same timestamp, line and metadata, in order) are dropped anywhere in
- * the chunk, as Loki drops them: the open block is checked through a map by timestamp;
- * a sealed block only when its timestamp list holds the timestamp, and then by decoding
- * it (the last one decoded is cached), so in-order appends never decode anything.
+ * the chunk, as Loki drops them: the open block is checked through a map by timestamp,
+ * comparing the bytes stored; a sealed block only when its timestamp list holds the
+ * timestamp, and then by decoding it (the last one decoded is cached), so in-order appends
+ * never decode anything.
  *
- * Lines and metadata are stored as UTF-8: a lone UTF-16 surrogate becomes U+FFFD.
+ * Lines and metadata are stored as UTF-8: a lone UTF-16 surrogate becomes U+FFFD (so two
+ * lines that differ only there are duplicates once stored, and in the open block already).
  */
 export class ChunkBuilder {
   private readonly target: number;
-  private head: Entry[] = [];
+  /**
+   * The open block, held as bytes rather than entry objects: each entry's payload after its
+   * timestamp (line length, line, pair count, symbol ids: exactly what the block will hold)
+   * staged in pages, its timestamp in `headTs`. Lines then die young in the collector's
+   * eyes instead of living in the old generation until the cut, and the cut copies bytes.
+   */
+  private headCount = 0;
+  private headTs = new BigInt64Array(256);
+  /** Entry i's staged bytes: pages[recPage[i]][recStart[i], recEnd[i]). */
+  private recPage = new Uint32Array(256);
+  private recStart = new Uint32Array(256);
+  private recEnd = new Uint32Array(256);
+  private readonly pages: Buffer[] = [];
+  private page = -1;
+  private pagePos = 0;
   /**
    * The open block's symbol ids, entry after entry (name, value per pair), interned as the
-   * entries arrive: the cut writes them without looking any string up again.
+   * entries arrive: the cut lists a block's symbols from them.
    */
   private headIds = new Uint32Array(1024);
   private headIdCount = 0;
-  /** Where each open-block entry's ids start in `headIds`. */
-  private headIdStarts = new Uint32Array(256);
   /** The last entry's ids in `headIds`: still there after a cut, until the next append. */
   private lastIdsStart = 0;
   private lastIdsEnd = 0;
   /** The open block's latest timestamp. */
   private headMaxTs: bigint | undefined;
   /**
-   * The open block's entries by timestamp, built when an entry arrives older than the
+   * The open block's entry indexes by timestamp, built when an entry arrives older than the
    * latest: until then its entries are in time order, and equal ones sit at its end.
    */
-  private headByTs: Map<bigint, Entry[]> | undefined;
+  private headByTs: Map<bigint, number[]> | undefined;
   /** Estimated payload bytes of the open block (what a block is cut on). */
   private headBytes = 0;
   /** Upper bound on them, which keeps every block under MAX_BLOCK_RAW_BYTES. */
@@ -202,31 +215,43 @@ export class ChunkBuilder {
    */
   append(entry: Entry): boolean {
     const bytes = this.validate(entry);
-    if (this.isDuplicate(entry)) return false;
     const ts = entry.timestamp;
-    if (this.headByTs !== undefined) {
-      const same = this.headByTs.get(ts);
-      if (same === undefined) this.headByTs.set(ts, [entry]);
-      else same.push(entry);
-    }
-    if (this.headMaxTs === undefined || ts > this.headMaxTs) this.headMaxTs = ts;
-    this.head.push(entry);
-    this.headBytes += bytes.estimate;
-    this.headUpperBytes += bytes.upper;
-    // Interned now, not at the cut: the table's size is known as entries arrive, and a
-    // string is hashed into one map once (the cut writes the ids kept here).
     const md = entry.structuredMetadata;
-    const n = this.head.length - 1;
-    if (n >= this.headIdStarts.length) this.headIdStarts = grow(this.headIdStarts, n + 1);
-    this.headIdStarts[n] = this.headIdCount;
-    if (this.headIdCount + 2 * md.length > this.headIds.length) {
-      this.headIds = grow(this.headIds, this.headIdCount + 2 * md.length);
+    // Interned first (a duplicate adds no symbol: its strings are in the table already),
+    // so that the entry's staged form exists to compare and to keep. The table's size is
+    // known as entries arrive, and a string is hashed into one map once.
+    const idStart = this.headIdCount;
+    if (idStart + 2 * md.length > this.headIds.length) {
+      this.headIds = grow(this.headIds, idStart + 2 * md.length);
     }
-    this.lastIdsStart = this.headIdCount;
     for (const p of md) {
       this.headIds[this.headIdCount++] = this.intern(p.name);
       this.headIds[this.headIdCount++] = this.intern(p.value);
     }
+    const w = scratch.writer;
+    w.reset();
+    w.uvarint(bytes.line);
+    w.ensure(bytes.line);
+    w.pos += w.buf.write(entry.line, w.pos, bytes.line, "utf8");
+    w.uvarint(md.length);
+    for (let j = idStart; j < this.headIdCount; j++) w.uvarint(this.headIds[j]!);
+    if (this.isDuplicate(entry, w.buf, w.pos)) {
+      this.headIdCount = idStart;
+      return false;
+    }
+    const n = this.headCount;
+    this.stage(n, w.buf, w.pos);
+    this.headTs[n] = ts;
+    this.headCount = n + 1;
+    if (this.headByTs !== undefined) {
+      const same = this.headByTs.get(ts);
+      if (same === undefined) this.headByTs.set(ts, [n]);
+      else same.push(n);
+    }
+    if (this.headMaxTs === undefined || ts > this.headMaxTs) this.headMaxTs = ts;
+    this.headBytes += bytes.estimate;
+    this.headUpperBytes += bytes.upper;
+    this.lastIdsStart = idStart;
     this.lastIdsEnd = this.headIdCount;
     this.count++;
     this.lines += bytes.line;
@@ -234,6 +259,40 @@ export class ChunkBuilder {
     if (this.maxTs === undefined || ts > this.maxTs) this.maxTs = ts;
     if (this.headBytes >= this.target || this.headUpperBytes >= MAX_HEAD_UPPER_BYTES) this.cut();
     return true;
+  }
+
+  /** Copies entry n's staged bytes (`buf[0, length)`) into the pages. */
+  private stage(n: number, buf: Buffer, length: number): void {
+    if (n >= this.headTs.length) {
+      const grownTs = new BigInt64Array(2 * this.headTs.length);
+      grownTs.set(this.headTs);
+      this.headTs = grownTs;
+      this.recPage = grow(this.recPage, n + 1);
+      this.recStart = grow(this.recStart, n + 1);
+      this.recEnd = grow(this.recEnd, n + 1);
+    }
+    if (this.page < 0 || this.pagePos + length > this.pages[this.page]!.length) {
+      this.page++;
+      this.pagePos = 0;
+      if (this.page === this.pages.length || this.pages[this.page]!.length < length) {
+        this.pages[this.page] = Buffer.allocUnsafe(Math.max(PAGE_BYTES, length));
+      }
+    }
+    buf.copy(this.pages[this.page]!, this.pagePos, 0, length);
+    this.recPage[n] = this.page;
+    this.recStart[n] = this.pagePos;
+    this.pagePos += length;
+    this.recEnd[n] = this.pagePos;
+  }
+
+  /** Whether open-block entry i's staged bytes are `buf[0, length)`. */
+  private sameStaged(i: number, buf: Buffer, length: number): boolean {
+    const start = this.recStart[i]!;
+    const end = this.recEnd[i]!;
+    return (
+      end - start === length &&
+      buf.compare(this.pages[this.recPage[i]!]!, start, end, 0, length) === 0
+    );
   }
 
   /**
@@ -253,54 +312,52 @@ export class ChunkBuilder {
 
   /** Cuts the open block now (the builder does it at the target size and on encode). */
   cut(): void {
-    const entries = this.head;
-    if (entries.length === 0) return;
+    const n = this.headCount;
+    if (n === 0) return;
     // In time order unless an older entry arrived (which built `headByTs`): then sorted by
     // timestamp, equal timestamps in append order.
+    const headTs = this.headTs;
     const order =
       this.headByTs === undefined
         ? undefined
-        : Array.from(entries.keys()).sort((a, b) => byTimestamp(entries[a]!, entries[b]!) || a - b);
+        : Array.from({ length: n }, (_, i) => i).sort((a, b) => {
+            const ta = headTs[a]!;
+            const tb = headTs[b]!;
+            return ta < tb ? -1 : ta > tb ? 1 : a - b;
+          });
     const w = scratch.writer;
     w.reset();
-    const minTs = entries[order === undefined ? 0 : order[0]!]!.timestamp;
+    const minTs = headTs[order === undefined ? 0 : order[0]!]!;
     let prev = minTs;
-    const timestamps = new BigInt64Array(entries.length);
-    const ids = this.headIds;
-    const starts = this.headIdStarts;
-    if (scratch.refs.length < this.headIdCount) scratch.refs = new Uint32Array(this.headIdCount);
-    const blockRefs = scratch.refs;
-    let refs = 0;
+    const timestamps = new BigInt64Array(n);
     w.varint64(minTs);
-    for (let i = 0; i < entries.length; i++) {
+    for (let i = 0; i < n; i++) {
       const k = order === undefined ? i : order[i]!;
-      const e = entries[k]!;
-      const ts = e.timestamp;
+      const ts = headTs[k]!;
       timestamps[i] = ts;
       if (i > 0) w.uvarint64(ts - prev);
       prev = ts;
-      w.string(e.line);
-      const md = e.structuredMetadata;
-      w.uvarint(md.length);
-      for (let j = starts[k]!, end = j + 2 * md.length; j < end; j++) {
-        const id = ids[j]!;
-        w.uvarint(id);
-        blockRefs[refs++] = id;
-      }
+      const start = this.recStart[k]!;
+      const end = this.recEnd[k]!;
+      w.ensure(end - start);
+      this.pages[this.recPage[k]!]!.copy(w.buf, w.pos, start, end);
+      w.pos += end - start;
     }
     const rawLength = w.pos;
     const data = snappyCompress(w.buf.subarray(0, rawLength));
     this.blocks.push({
       data,
       crc: crc32c(data),
-      meta: { rawLength, minTs, maxTs: prev, entries: entries.length },
+      meta: { rawLength, minTs, maxTs: prev, entries: n },
       timestamps,
-      symbolIds: sortedDistinct(blockRefs.slice(0, refs)),
+      symbolIds: sortedDistinct(this.headIds.slice(0, this.headIdCount)),
     });
     if (this.sealedMaxTs === undefined || prev > this.sealedMaxTs) this.sealedMaxTs = prev;
     this.sealedRawBytes += rawLength;
     this.sealedDataBytes += data.byteLength;
-    this.head = [];
+    this.headCount = 0;
+    this.page = -1;
+    this.pagePos = 0;
     this.headIdCount = 0;
     this.headByTs = undefined;
     this.headMaxTs = undefined;
@@ -448,26 +505,29 @@ export class ChunkBuilder {
     return { estimate, upper: bytes, line: lineBytes };
   }
 
-  private isDuplicate(entry: Entry): boolean {
+  /** Whether `entry`, staged as `buf[0, length)`, is held already. */
+  private isDuplicate(entry: Entry, buf: Buffer, length: number): boolean {
     const ts = entry.timestamp;
-    const head = this.head;
     if (this.headMaxTs === undefined || ts > this.headMaxTs) {
       // Newer than the open block: nothing there to duplicate.
     } else if (this.headByTs === undefined && ts === this.headMaxTs) {
-      for (let i = head.length - 1; i >= 0 && head[i]!.timestamp === ts; i--) {
-        if (sameEntry(head[i]!, entry)) return true;
+      // Compared as stored (UTF-8), as the entries will read.
+      for (let i = this.headCount - 1; i >= 0 && this.headTs[i] === ts; i--) {
+        if (this.sameStaged(i, buf, length)) return true;
       }
     } else {
       if (this.headByTs === undefined) {
         this.headByTs = new Map();
-        for (const e of head) {
-          const same = this.headByTs.get(e.timestamp);
-          if (same === undefined) this.headByTs.set(e.timestamp, [e]);
-          else same.push(e);
+        for (let i = 0; i < this.headCount; i++) {
+          const t = this.headTs[i]!;
+          const same = this.headByTs.get(t);
+          if (same === undefined) this.headByTs.set(t, [i]);
+          else same.push(i);
         }
       }
       const same = this.headByTs.get(ts);
-      if (same !== undefined) for (const e of same) if (sameEntry(e, entry)) return true;
+      if (same !== undefined)
+        for (const i of same) if (this.sameStaged(i, buf, length)) return true;
     }
     // Fast path: an entry newer than every cut block cannot duplicate one of them.
     if (this.sealedMaxTs === undefined || ts > this.sealedMaxTs) return false;

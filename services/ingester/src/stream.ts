@@ -145,8 +145,8 @@ export class Stream {
 
   /**
    * What the head holds in memory, estimated: its uncompressed bytes (cut blocks are held
-   * compressed, so this errs high; the open block is held as entry objects, so it errs low
-   * there) and the distinct bloom tokens it holds, at {@link TOKEN_BYTES} each (a line's
+   * compressed, so this errs high; the open block is held as its bytes, near exact; the
+   * symbol table is not counted) and the distinct bloom tokens it holds, at {@link TOKEN_BYTES} each (a line's
    * n-grams repeat from line to line: counting every token made would cut heads early).
    */
   get heldBytes(): number {
