@@ -228,19 +228,19 @@ export class ChunkBuilder {
       this.headIds[this.headIdCount++] = this.intern(p.name);
       this.headIds[this.headIdCount++] = this.intern(p.value);
     }
-    const w = scratch.writer;
-    w.reset();
-    w.uvarint(bytes.line);
-    w.ensure(bytes.line);
-    w.pos += w.buf.write(entry.line, w.pos, bytes.line, "utf8");
-    w.uvarint(md.length);
-    for (let j = idStart; j < this.headIdCount; j++) w.uvarint(this.headIds[j]!);
-    if (this.isDuplicate(entry, w.buf, w.pos)) {
+    // Written in place past the page's last entry; kept by moving `pagePos` past it.
+    const page = this.room(10 + bytes.line + 10 * md.length);
+    const start = this.pagePos;
+    let pos = putUvarint(page, start, bytes.line);
+    pos += page.write(entry.line, pos, bytes.line, "utf8");
+    pos = putUvarint(page, pos, md.length);
+    for (let j = idStart; j < this.headIdCount; j++) pos = putUvarint(page, pos, this.headIds[j]!);
+    if (this.isDuplicate(entry, page, start, pos)) {
       this.headIdCount = idStart;
       return false;
     }
     const n = this.headCount;
-    this.stage(n, w.buf, w.pos);
+    this.stage(n, start, pos);
     this.headTs[n] = ts;
     this.headCount = n + 1;
     if (this.headByTs !== undefined) {
@@ -261,8 +261,20 @@ export class ChunkBuilder {
     return true;
   }
 
-  /** Copies entry n's staged bytes (`buf[0, length)`) into the pages. */
-  private stage(n: number, buf: Buffer, length: number): void {
+  /** The page to stage the next entry in, with room for `bytes` at `pagePos`. */
+  private room(bytes: number): Buffer {
+    if (this.page < 0 || this.pagePos + bytes > this.pages[this.page]!.length) {
+      this.page++;
+      this.pagePos = 0;
+      if (this.page === this.pages.length || this.pages[this.page]!.length < bytes) {
+        this.pages[this.page] = Buffer.allocUnsafe(Math.max(PAGE_BYTES, bytes));
+      }
+    }
+    return this.pages[this.page]!;
+  }
+
+  /** Records entry n as staged at [start, end) of the current page. */
+  private stage(n: number, start: number, end: number): void {
     if (n >= this.headTs.length) {
       const grownTs = new BigInt64Array(2 * this.headTs.length);
       grownTs.set(this.headTs);
@@ -271,27 +283,19 @@ export class ChunkBuilder {
       this.recStart = grow(this.recStart, n + 1);
       this.recEnd = grow(this.recEnd, n + 1);
     }
-    if (this.page < 0 || this.pagePos + length > this.pages[this.page]!.length) {
-      this.page++;
-      this.pagePos = 0;
-      if (this.page === this.pages.length || this.pages[this.page]!.length < length) {
-        this.pages[this.page] = Buffer.allocUnsafe(Math.max(PAGE_BYTES, length));
-      }
-    }
-    buf.copy(this.pages[this.page]!, this.pagePos, 0, length);
     this.recPage[n] = this.page;
-    this.recStart[n] = this.pagePos;
-    this.pagePos += length;
-    this.recEnd[n] = this.pagePos;
+    this.recStart[n] = start;
+    this.recEnd[n] = end;
+    this.pagePos = end;
   }
 
-  /** Whether open-block entry i's staged bytes are `buf[0, length)`. */
-  private sameStaged(i: number, buf: Buffer, length: number): boolean {
-    const start = this.recStart[i]!;
-    const end = this.recEnd[i]!;
+  /** Whether open-block entry i's staged bytes are `buf[start, end)`. */
+  private sameStaged(i: number, buf: Buffer, start: number, end: number): boolean {
+    const from = this.recStart[i]!;
+    const to = this.recEnd[i]!;
     return (
-      end - start === length &&
-      buf.compare(this.pages[this.recPage[i]!]!, start, end, 0, length) === 0
+      to - from === end - start &&
+      buf.compare(this.pages[this.recPage[i]!]!, from, to, start, end) === 0
     );
   }
 
@@ -505,15 +509,15 @@ export class ChunkBuilder {
     return { estimate, upper: bytes, line: lineBytes };
   }
 
-  /** Whether `entry`, staged as `buf[0, length)`, is held already. */
-  private isDuplicate(entry: Entry, buf: Buffer, length: number): boolean {
+  /** Whether `entry`, staged as `buf[start, end)`, is held already. */
+  private isDuplicate(entry: Entry, buf: Buffer, start: number, end: number): boolean {
     const ts = entry.timestamp;
     if (this.headMaxTs === undefined || ts > this.headMaxTs) {
       // Newer than the open block: nothing there to duplicate.
     } else if (this.headByTs === undefined && ts === this.headMaxTs) {
       // Compared as stored (UTF-8), as the entries will read.
       for (let i = this.headCount - 1; i >= 0 && this.headTs[i] === ts; i--) {
-        if (this.sameStaged(i, buf, length)) return true;
+        if (this.sameStaged(i, buf, start, end)) return true;
       }
     } else {
       if (this.headByTs === undefined) {
@@ -527,7 +531,7 @@ export class ChunkBuilder {
       }
       const same = this.headByTs.get(ts);
       if (same !== undefined)
-        for (const i of same) if (this.sameStaged(i, buf, length)) return true;
+        for (const i of same) if (this.sameStaged(i, buf, start, end)) return true;
     }
     // Fast path: an entry newer than every cut block cannot duplicate one of them.
     if (this.sealedMaxTs === undefined || ts > this.sealedMaxTs) return false;
@@ -566,6 +570,16 @@ export class ChunkBuilder {
     }
     return id;
   }
+}
+
+/** Writes `v` (a non-negative safe integer) as an unsigned varint at `pos`; answers the end. */
+function putUvarint(buf: Buffer, pos: number, v: number): number {
+  while (v >= 0x80) {
+    buf[pos++] = (v % 0x80) | 0x80;
+    v = Math.floor(v / 0x80);
+  }
+  buf[pos++] = v;
+  return pos;
 }
 
 /** A copy of `a` with room for at least `n` values (doubling). */

@@ -257,6 +257,7 @@ export class SeriesBloomBuilder {
 
   /** The head chunk was cut as `chunk`: later entries belong to the next chunk. */
   cut(chunk: ChunkIdentity): void {
+    this.head?.seal();
     this.cut_.push({ chunk, tokens: this.head });
     this.head = new TokenSet();
     this.headEntries = 0;

@@ -33,6 +33,17 @@ describe("TokenSet", () => {
           set.forEachHash(() => hashes++);
           expect(viaSlots.sort()).toEqual([...model].sort());
           expect(hashes).toBe(model.length);
+          // Sealed: the same tokens with the same hashes, in arrival order.
+          const before = new Map<string, string>();
+          set.forEach((lo, hi, b) => before.set(text.decode(b), `${lo}/${hi}`));
+          set.seal();
+          const after: [string, string][] = [];
+          set.forEach((lo, hi, b) => after.push([text.decode(b), `${lo}/${hi}`]));
+          expect(after).toEqual(model.map((k) => [k, before.get(k)]));
+          const sealedHashes: string[] = [];
+          set.forEachHash((lo, hi) => sealedHashes.push(`${lo}/${hi}`));
+          expect(sealedHashes).toEqual(after.map(([, h]) => h));
+          expect(() => set.add(utf8.encode("x"))).toThrow();
         },
       ),
       { numRuns: 200 },

@@ -21,6 +21,8 @@ export class TokenSet {
   private used = 0;
   /** Token i's bytes are [ends[i-1] (0 for i = 0), ends[i]). */
   private ends: Uint32Array;
+  /** Once {@link seal}ed: token i's hash halves at [2i, 2i+1], and no table. */
+  private hashes: Uint32Array | undefined;
 
   constructor(capacity = 16) {
     let size = 16;
@@ -52,8 +54,30 @@ export class TokenSet {
     return this.addHashed(lastHash[0]!, lastHash[1]!, k);
   }
 
+  /**
+   * Drops the table and trims the arrays to what the tokens use: a chunk's set once the
+   * chunk is cut is only read (its hashes and bytes), until its bloom is written. Halves
+   * what a cut chunk's tokens hold. Adding to a sealed set throws.
+   */
+  seal(): void {
+    if (this.hashes !== undefined) return;
+    const hashes = new Uint32Array(2 * this.count);
+    const slots = this.slots;
+    for (let at = 0; at < slots.length; at += 3) {
+      const index = slots[at + 2]!;
+      if (index === 0) continue;
+      hashes[2 * (index - 1)] = slots[at]!;
+      hashes[2 * (index - 1) + 1] = slots[at + 1]!;
+    }
+    this.hashes = hashes;
+    this.slots = new Uint32Array(0);
+    this.bytes = this.bytes.slice(0, this.used);
+    this.ends = this.ends.slice(0, this.count);
+  }
+
   /** {@link add} for a token already hashed as `lo`/`hi`. */
   addHashed(lo: number, hi: number, key: Uint8Array): boolean {
+    if (this.hashes !== undefined) throw new Error("TokenSet: add after seal");
     const slots = this.slots;
     let i = lo & this.mask;
     for (;;) {
@@ -75,6 +99,11 @@ export class TokenSet {
 
   /** Calls `visit` with each distinct token's hash halves. */
   forEachHash(visit: (lo: number, hi: number) => void): void {
+    const hashes = this.hashes;
+    if (hashes !== undefined) {
+      for (let i = 0; i < hashes.length; i += 2) visit(hashes[i]!, hashes[i + 1]!);
+      return;
+    }
     const slots = this.slots;
     for (let at = 0; at < slots.length; at += 3) {
       if (slots[at + 2] !== 0) visit(slots[at]!, slots[at + 1]!);
@@ -83,6 +112,16 @@ export class TokenSet {
 
   /** Calls `visit` with each distinct token's hash halves and bytes (a view, valid during the call). */
   forEach(visit: (lo: number, hi: number, bytes: Uint8Array) => void): void {
+    const hashes = this.hashes;
+    if (hashes !== undefined) {
+      let start = 0;
+      for (let i = 0; i < this.count; i++) {
+        const end = this.ends[i]!;
+        visit(hashes[2 * i]!, hashes[2 * i + 1]!, this.bytes.subarray(start, end));
+        start = end;
+      }
+      return;
+    }
     const slots = this.slots;
     for (let at = 0; at < slots.length; at += 3) {
       const index = slots[at + 2]!;
