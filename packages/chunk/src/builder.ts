@@ -6,6 +6,7 @@ import { crc32c } from "@sieve/kit";
 import { sameEntry } from "./entry.js";
 import type { Entry } from "./entry.js";
 import { ChunkError } from "./errors.js";
+import { StringIds } from "./intern.js";
 import { sortedDistinct, writeBlockSymbols } from "./symbols.js";
 import {
   CODEC_SNAPPY,
@@ -139,8 +140,9 @@ export class ChunkBuilder {
   private sealedMaxTs: bigint | undefined;
   private sealedRawBytes = 0;
   private sealedDataBytes = 0;
-  private readonly symbols: string[] = [];
-  private readonly symbolIds = new Map<string, number>();
+  private readonly symbolIds = new StringIds();
+  /** The strings by id (`symbolIds.strings`). */
+  private readonly symbols = this.symbolIds.strings;
   private symbolBytes = 0;
   private count = 0;
   private lines = 0;
@@ -497,7 +499,7 @@ export class ChunkBuilder {
     if (this.symbolBytes + symbols > MAX_SYMBOLS_RAW_BYTES) {
       const added = new Set<string>();
       for (const p of entry.structuredMetadata) {
-        for (const s of [p.name, p.value]) if (!this.symbolIds.has(s)) added.add(s);
+        for (const s of [p.name, p.value]) if (this.symbolIds.idOf(s) < 0) added.add(s);
       }
       let exact = 0;
       for (const s of added) exact += Buffer.byteLength(s, "utf8") + 5;
@@ -561,13 +563,9 @@ export class ChunkBuilder {
   private readonly symbolAt = (i: number): string => this.symbols[i]!;
 
   private intern(s: string): number {
-    let id = this.symbolIds.get(s);
-    if (id === undefined) {
-      id = this.symbols.length;
-      this.symbols.push(s);
-      this.symbolIds.set(s, id);
-      this.symbolBytes += Buffer.byteLength(s, "utf8") + 5;
-    }
+    const before = this.symbols.length;
+    const id = this.symbolIds.intern(s);
+    if (this.symbols.length !== before) this.symbolBytes += Buffer.byteLength(s, "utf8") + 5;
     return id;
   }
 }
