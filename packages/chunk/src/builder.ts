@@ -109,6 +109,8 @@ export class ChunkBuilder {
    */
   private headCount = 0;
   private headTs = new BigInt64Array(256);
+  /** `headTs` as 32-bit halves (low at 2i, high at 2i+1): compared without making BigInts. */
+  private headTs32 = new Int32Array(this.headTs.buffer);
   /** Entry i's staged bytes: pages[recPage[i]][recStart[i], recEnd[i]). */
   private recPage = new Uint32Array(256);
   private recStart = new Uint32Array(256);
@@ -128,10 +130,14 @@ export class ChunkBuilder {
   /** The open block's latest timestamp. */
   private headMaxTs: bigint | undefined;
   /**
-   * The open block's entry indexes by timestamp, built when an entry arrives older than the
-   * latest: until then its entries are in time order, and equal ones sit at its end.
+   * The open block's entries by timestamp, built when an entry arrives older than the
+   * latest (until then its entries are in time order, and equal ones sit at its end): an
+   * open-addressing table of entry index + 1 (0: empty), placed by a hash of the
+   * timestamp's halves; entries of one timestamp sit in the probe run from its slot. A
+   * `Map` keyed by BigInt hashed each key anew: half of an ingester's appends on pushes
+   * that arrive out of order.
    */
-  private headByTs: Map<bigint, number[]> | undefined;
+  private byTs: Int32Array | undefined;
   /** Estimated payload bytes of the open block (what a block is cut on). */
   private headBytes = 0;
   /** Upper bound on them, which keeps every block under MAX_BLOCK_RAW_BYTES. */
@@ -245,11 +251,7 @@ export class ChunkBuilder {
     this.stage(n, start, pos);
     this.headTs[n] = ts;
     this.headCount = n + 1;
-    if (this.headByTs !== undefined) {
-      const same = this.headByTs.get(ts);
-      if (same === undefined) this.headByTs.set(ts, [n]);
-      else same.push(n);
-    }
+    if (this.byTs !== undefined) this.indexTs(n);
     if (this.headMaxTs === undefined || ts > this.headMaxTs) this.headMaxTs = ts;
     this.headBytes += bytes.estimate;
     this.headUpperBytes += bytes.upper;
@@ -261,6 +263,27 @@ export class ChunkBuilder {
     if (this.maxTs === undefined || ts > this.maxTs) this.maxTs = ts;
     if (this.headBytes >= this.target || this.headUpperBytes >= MAX_HEAD_UPPER_BYTES) this.cut();
     return true;
+  }
+
+  /** Builds `byTs` with at least `slots` slots (a power of two) over the open block's entries. */
+  private buildByTs(slots: number): void {
+    let size = 64;
+    while (size < slots) size *= 2;
+    this.byTs = new Int32Array(size);
+    for (let i = 0; i < this.headCount; i++) this.indexTs(i);
+  }
+
+  /** Places open-block entry i in `byTs` (grown to stay at most half full). */
+  private indexTs(i: number): void {
+    const byTs = this.byTs!;
+    if (2 * (i + 1) > byTs.length) {
+      this.buildByTs(2 * byTs.length); // places entries [0, headCount), i among them
+      return;
+    }
+    const mask = byTs.length - 1;
+    let slot = tsSlot(this.headTs32[2 * i]!, this.headTs32[2 * i + 1]!) & mask;
+    while (byTs[slot] !== 0) slot = (slot + 1) & mask;
+    byTs[slot] = i + 1;
   }
 
   /** The page to stage the next entry in, with room for `bytes` at `pagePos`. */
@@ -281,6 +304,7 @@ export class ChunkBuilder {
       const grownTs = new BigInt64Array(2 * this.headTs.length);
       grownTs.set(this.headTs);
       this.headTs = grownTs;
+      this.headTs32 = new Int32Array(grownTs.buffer);
       this.recPage = grow(this.recPage, n + 1);
       this.recStart = grow(this.recStart, n + 1);
       this.recEnd = grow(this.recEnd, n + 1);
@@ -320,11 +344,11 @@ export class ChunkBuilder {
   cut(): void {
     const n = this.headCount;
     if (n === 0) return;
-    // In time order unless an older entry arrived (which built `headByTs`): then sorted by
+    // In time order unless an older entry arrived (which built `byTs`): then sorted by
     // timestamp, equal timestamps in append order.
     const headTs = this.headTs;
     const order =
-      this.headByTs === undefined
+      this.byTs === undefined
         ? undefined
         : Array.from({ length: n }, (_, i) => i).sort((a, b) => {
             const ta = headTs[a]!;
@@ -365,7 +389,7 @@ export class ChunkBuilder {
     this.page = -1;
     this.pagePos = 0;
     this.headIdCount = 0;
-    this.headByTs = undefined;
+    this.byTs = undefined;
     this.headMaxTs = undefined;
     this.headBytes = 0;
     this.headUpperBytes = 0;
@@ -516,24 +540,25 @@ export class ChunkBuilder {
     const ts = entry.timestamp;
     if (this.headMaxTs === undefined || ts > this.headMaxTs) {
       // Newer than the open block: nothing there to duplicate.
-    } else if (this.headByTs === undefined && ts === this.headMaxTs) {
+    } else if (this.byTs === undefined && ts === this.headMaxTs) {
       // Compared as stored (UTF-8), as the entries will read.
       for (let i = this.headCount - 1; i >= 0 && this.headTs[i] === ts; i--) {
         if (this.sameStaged(i, buf, start, end)) return true;
       }
     } else {
-      if (this.headByTs === undefined) {
-        this.headByTs = new Map();
-        for (let i = 0; i < this.headCount; i++) {
-          const t = this.headTs[i]!;
-          const same = this.headByTs.get(t);
-          if (same === undefined) this.headByTs.set(t, [i]);
-          else same.push(i);
-        }
+      if (this.byTs === undefined) this.buildByTs(4 * this.headCount);
+      const byTs = this.byTs!;
+      const mask = byTs.length - 1;
+      tsScratch[0] = ts;
+      const lo = tsHalves[0]!;
+      const hi = tsHalves[1]!;
+      const halves = this.headTs32;
+      for (let slot = tsSlot(lo, hi) & mask; ; slot = (slot + 1) & mask) {
+        const i = byTs[slot]! - 1;
+        if (i < 0) break;
+        if (halves[2 * i] === lo && halves[2 * i + 1] === hi && this.sameStaged(i, buf, start, end))
+          return true;
       }
-      const same = this.headByTs.get(ts);
-      if (same !== undefined)
-        for (const i of same) if (this.sameStaged(i, buf, start, end)) return true;
     }
     // Fast path: an entry newer than every cut block cannot duplicate one of them.
     if (this.sealedMaxTs === undefined || ts > this.sealedMaxTs) return false;
@@ -568,6 +593,17 @@ export class ChunkBuilder {
     if (this.symbols.length !== before) this.symbolBytes += Buffer.byteLength(s, "utf8") + 5;
     return id;
   }
+}
+
+/** A timestamp split into its 32-bit halves (low first) without BigInt arithmetic. */
+const tsScratch = new BigInt64Array(1);
+const tsHalves = new Int32Array(tsScratch.buffer);
+
+/** Where a timestamp's halves start probing (mixed: nanosecond timestamps share low bits). */
+function tsSlot(lo: number, hi: number): number {
+  let h = Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca6b);
+  h ^= h >>> 15;
+  return h;
 }
 
 /** Writes `v` (a non-negative safe integer) as an unsigned varint at `pos`; answers the end. */
