@@ -81,7 +81,12 @@ interface SealedBlock {
  * streams.
  */
 const scratch = { writer: new ByteWriter() };
-/** Bytes of a page of staged open-block entries (one entry past it gets a page of its own). */
+/**
+ * Bytes of the pages of staged open-block entries: the first page of a builder is small and
+ * each next one twice the last, up to the largest (an entry past a page gets one of its own
+ * size), so that a stream of a few lines holds a few lines, not 32 KiB.
+ */
+const FIRST_PAGE_BYTES = 1024;
 const PAGE_BYTES = 32 * 1024;
 
 /**
@@ -108,13 +113,13 @@ export class ChunkBuilder {
    * eyes instead of living in the old generation until the cut, and the cut copies bytes.
    */
   private headCount = 0;
-  private headTs = new BigInt64Array(256);
+  private headTs = new BigInt64Array(32);
   /** `headTs` as 32-bit halves (low at 2i, high at 2i+1): compared without making BigInts. */
   private headTs32 = new Int32Array(this.headTs.buffer);
   /** Entry i's staged bytes: pages[recPage[i]][recStart[i], recEnd[i]). */
-  private recPage = new Uint32Array(256);
-  private recStart = new Uint32Array(256);
-  private recEnd = new Uint32Array(256);
+  private recPage = new Uint32Array(32);
+  private recStart = new Uint32Array(32);
+  private recEnd = new Uint32Array(32);
   private readonly pages: Buffer[] = [];
   private page = -1;
   private pagePos = 0;
@@ -122,7 +127,7 @@ export class ChunkBuilder {
    * The open block's symbol ids, entry after entry (name, value per pair), interned as the
    * entries arrive: the cut lists a block's symbols from them.
    */
-  private headIds = new Uint32Array(1024);
+  private headIds = new Uint32Array(64);
   private headIdCount = 0;
   /** The last entry's ids in `headIds`: still there after a cut, until the next append. */
   private lastIdsStart = 0;
@@ -292,7 +297,10 @@ export class ChunkBuilder {
       this.page++;
       this.pagePos = 0;
       if (this.page === this.pages.length || this.pages[this.page]!.length < bytes) {
-        this.pages[this.page] = Buffer.allocUnsafe(Math.max(PAGE_BYTES, bytes));
+        const last = this.page === 0 ? FIRST_PAGE_BYTES / 2 : this.pages[this.page - 1]!.length;
+        const size = Math.min(PAGE_BYTES, 2 * last);
+        // Not from the shared pool: a page kept must not keep an 8 KiB pool slab of others.
+        this.pages[this.page] = Buffer.allocUnsafeSlow(Math.max(size, bytes));
       }
     }
     return this.pages[this.page]!;
