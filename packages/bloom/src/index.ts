@@ -23,5 +23,6 @@ export { serializeFilter, deserializeFilter, FORMAT_VERSION } from "./format.js"
 export type { AnyFilter } from "./format.js";
 export { BloomError, BLOOM_ERRORS } from "./errors.js";
 export type { BloomErrorCode } from "./errors.js";
-export { xxhash64 } from "./hash.js";
+// hashKey and lastHash: hash a key once, then hand its halves to several filters (`*Hashed`).
+export { xxhash64, hashKey, lastHash } from "./hash.js";
 export type { Key } from "./hash.js";

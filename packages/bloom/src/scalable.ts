@@ -88,9 +88,14 @@ export class ScalableBloomFilter {
    */
   add(key: Key): boolean {
     hashKey(key);
+    return this.addHashed(lastHash[0]!, lastHash[1]!);
+  }
+
+  /** {@link add} for a key already hashed (its xxhash64 as two 32-bit halves). */
+  addHashed(lo: number, hi: number): boolean {
     const newest = this.writable();
     if (newest === undefined) return false;
-    newest.addHashed(lastHash[0]!, lastHash[1]!);
+    newest.addHashed(lo, hi);
     return true;
   }
 

@@ -6,6 +6,7 @@ import { crc32c } from "@sieve/kit";
 import { sameEntry } from "./entry.js";
 import type { Entry } from "./entry.js";
 import { ChunkError } from "./errors.js";
+import { StringIds } from "./intern.js";
 import { sortedDistinct, writeBlockSymbols } from "./symbols.js";
 import {
   CODEC_SNAPPY,
@@ -72,8 +73,21 @@ interface SealedBlock {
   readonly symbolIds: Uint32Array;
 }
 
-const byTimestamp = (a: Entry, b: Entry): number =>
-  a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0;
+/**
+ * Where every builder of the thread writes a block or a chunk's sections before they are
+ * compressed (copied out) and the block's symbol references before they are sorted: cuts
+ * and encodes run to completion, one at a time. One writer a builder held ~512 KiB each
+ * (grown past the block target) outside V8's heap: 125 MiB per ingester thread of 250
+ * streams.
+ */
+const scratch = { writer: new ByteWriter() };
+/**
+ * Bytes of the pages of staged open-block entries: the first page of a builder is small and
+ * each next one twice the last, up to the largest (an entry past a page gets one of its own
+ * size), so that a stream of a few lines holds a few lines, not 32 KiB.
+ */
+const FIRST_PAGE_BYTES = 1024;
+const PAGE_BYTES = 32 * 1024;
 
 /**
  * The head chunk of one stream: entries are appended in any order, cut into blocks of
@@ -82,22 +96,53 @@ const byTimestamp = (a: Entry, b: Entry): number =>
  * demand. Blocks may overlap in time when entries arrive out of order; readers merge.
  *
  * Exact duplicates (same timestamp, line and metadata, in order) are dropped anywhere in
- * the chunk, as Loki drops them: the open block is checked through a map by timestamp;
- * a sealed block only when its timestamp list holds the timestamp, and then by decoding
- * it (the last one decoded is cached), so in-order appends never decode anything.
+ * the chunk, as Loki drops them: the open block is checked through a map by timestamp,
+ * comparing the bytes stored; a sealed block only when its timestamp list holds the
+ * timestamp, and then by decoding it (the last one decoded is cached), so in-order appends
+ * never decode anything.
  *
- * Lines and metadata are stored as UTF-8: a lone UTF-16 surrogate becomes U+FFFD.
+ * Lines and metadata are stored as UTF-8: a lone UTF-16 surrogate becomes U+FFFD (so two
+ * lines that differ only there are duplicates once stored, and in the open block already).
  */
 export class ChunkBuilder {
   private readonly target: number;
-  private head: Entry[] = [];
+  /**
+   * The open block, held as bytes rather than entry objects: each entry's payload after its
+   * timestamp (line length, line, pair count, symbol ids: exactly what the block will hold)
+   * staged in pages, its timestamp in `headTs`. Lines then die young in the collector's
+   * eyes instead of living in the old generation until the cut, and the cut copies bytes.
+   */
+  private headCount = 0;
+  private headTs = new BigInt64Array(32);
+  /** `headTs` as 32-bit halves (low at 2i, high at 2i+1): compared without making BigInts. */
+  private headTs32 = new Int32Array(this.headTs.buffer);
+  /** Entry i's staged bytes: pages[recPage[i]][recStart[i], recEnd[i]). */
+  private recPage = new Uint32Array(32);
+  private recStart = new Uint32Array(32);
+  private recEnd = new Uint32Array(32);
+  private readonly pages: Buffer[] = [];
+  private page = -1;
+  private pagePos = 0;
+  /**
+   * The open block's symbol ids, entry after entry (name, value per pair), interned as the
+   * entries arrive: the cut lists a block's symbols from them.
+   */
+  private headIds = new Uint32Array(64);
+  private headIdCount = 0;
+  /** The last entry's ids in `headIds`: still there after a cut, until the next append. */
+  private lastIdsStart = 0;
+  private lastIdsEnd = 0;
   /** The open block's latest timestamp. */
   private headMaxTs: bigint | undefined;
   /**
    * The open block's entries by timestamp, built when an entry arrives older than the
-   * latest: until then its entries are in time order, and equal ones sit at its end.
+   * latest (until then its entries are in time order, and equal ones sit at its end): an
+   * open-addressing table of entry index + 1 (0: empty), placed by a hash of the
+   * timestamp's halves; entries of one timestamp sit in the probe run from its slot. A
+   * `Map` keyed by BigInt hashed each key anew: half of an ingester's appends on pushes
+   * that arrive out of order.
    */
-  private headByTs: Map<bigint, Entry[]> | undefined;
+  private byTs: Int32Array | undefined;
   /** Estimated payload bytes of the open block (what a block is cut on). */
   private headBytes = 0;
   /** Upper bound on them, which keeps every block under MAX_BLOCK_RAW_BYTES. */
@@ -106,16 +151,14 @@ export class ChunkBuilder {
   private sealedMaxTs: bigint | undefined;
   private sealedRawBytes = 0;
   private sealedDataBytes = 0;
-  private readonly symbols: string[] = [];
-  private readonly symbolIds = new Map<string, number>();
+  private readonly symbolIds = new StringIds();
+  /** The strings by id (`symbolIds.strings`). */
+  private readonly symbols = this.symbolIds.strings;
   private symbolBytes = 0;
   private count = 0;
   private lines = 0;
   private minTs: bigint | undefined;
   private maxTs: bigint | undefined;
-  private readonly writer = new ByteWriter();
-  /** The open block's symbol references, reused across cuts. */
-  private refs = new Uint32Array(1024);
   private decoded: { block: number; entries: Entry[] } | undefined;
 
   constructor(options: ChunkBuilderOptions = {}) {
@@ -185,23 +228,40 @@ export class ChunkBuilder {
    */
   append(entry: Entry): boolean {
     const bytes = this.validate(entry);
-    if (this.isDuplicate(entry)) return false;
     const ts = entry.timestamp;
-    if (this.headByTs !== undefined) {
-      const same = this.headByTs.get(ts);
-      if (same === undefined) this.headByTs.set(ts, [entry]);
-      else same.push(entry);
+    const md = entry.structuredMetadata;
+    // Interned first (a duplicate adds no symbol: its strings are in the table already),
+    // so that the entry's staged form exists to compare and to keep. The table's size is
+    // known as entries arrive, and a string is hashed into one map once.
+    const idStart = this.headIdCount;
+    if (idStart + 2 * md.length > this.headIds.length) {
+      this.headIds = grow(this.headIds, idStart + 2 * md.length);
     }
+    for (const p of md) {
+      this.headIds[this.headIdCount++] = this.intern(p.name);
+      this.headIds[this.headIdCount++] = this.intern(p.value);
+    }
+    // Written in place past the page's last entry; kept by moving `pagePos` past it.
+    const page = this.room(10 + bytes.line + 10 * md.length);
+    const start = this.pagePos;
+    let pos = putUvarint(page, start, bytes.line);
+    pos += page.write(entry.line, pos, bytes.line, "utf8");
+    pos = putUvarint(page, pos, md.length);
+    for (let j = idStart; j < this.headIdCount; j++) pos = putUvarint(page, pos, this.headIds[j]!);
+    if (this.isDuplicate(entry, page, start, pos)) {
+      this.headIdCount = idStart;
+      return false;
+    }
+    const n = this.headCount;
+    this.stage(n, start, pos);
+    this.headTs[n] = ts;
+    this.headCount = n + 1;
+    if (this.byTs !== undefined) this.indexTs(n);
     if (this.headMaxTs === undefined || ts > this.headMaxTs) this.headMaxTs = ts;
-    this.head.push(entry);
     this.headBytes += bytes.estimate;
     this.headUpperBytes += bytes.upper;
-    // Interned now, not at the cut: the table's size is known as entries arrive, and a
-    // string is hashed into one map once.
-    for (const p of entry.structuredMetadata) {
-      this.intern(p.name);
-      this.intern(p.value);
-    }
+    this.lastIdsStart = idStart;
+    this.lastIdsEnd = this.headIdCount;
     this.count++;
     this.lines += bytes.line;
     if (this.minTs === undefined || ts < this.minTs) this.minTs = ts;
@@ -210,55 +270,134 @@ export class ChunkBuilder {
     return true;
   }
 
+  /** Builds `byTs` with at least `slots` slots (a power of two) over the open block's entries. */
+  private buildByTs(slots: number): void {
+    let size = 64;
+    while (size < slots) size *= 2;
+    this.byTs = new Int32Array(size);
+    for (let i = 0; i < this.headCount; i++) this.indexTs(i);
+  }
+
+  /** Places open-block entry i in `byTs` (grown to stay at most half full). */
+  private indexTs(i: number): void {
+    const byTs = this.byTs!;
+    if (2 * (i + 1) > byTs.length) {
+      this.buildByTs(2 * byTs.length); // places entries [0, headCount), i among them
+      return;
+    }
+    const mask = byTs.length - 1;
+    let slot = tsSlot(this.headTs32[2 * i]!, this.headTs32[2 * i + 1]!) & mask;
+    while (byTs[slot] !== 0) slot = (slot + 1) & mask;
+    byTs[slot] = i + 1;
+  }
+
+  /** The page to stage the next entry in, with room for `bytes` at `pagePos`. */
+  private room(bytes: number): Buffer {
+    if (this.page < 0 || this.pagePos + bytes > this.pages[this.page]!.length) {
+      this.page++;
+      this.pagePos = 0;
+      if (this.page === this.pages.length || this.pages[this.page]!.length < bytes) {
+        const last = this.page === 0 ? FIRST_PAGE_BYTES / 2 : this.pages[this.page - 1]!.length;
+        const size = Math.min(PAGE_BYTES, 2 * last);
+        // Not from the shared pool: a page kept must not keep an 8 KiB pool slab of others.
+        this.pages[this.page] = Buffer.allocUnsafeSlow(Math.max(size, bytes));
+      }
+    }
+    return this.pages[this.page]!;
+  }
+
+  /** Records entry n as staged at [start, end) of the current page. */
+  private stage(n: number, start: number, end: number): void {
+    if (n >= this.headTs.length) {
+      const grownTs = new BigInt64Array(2 * this.headTs.length);
+      grownTs.set(this.headTs);
+      this.headTs = grownTs;
+      this.headTs32 = new Int32Array(grownTs.buffer);
+      this.recPage = grow(this.recPage, n + 1);
+      this.recStart = grow(this.recStart, n + 1);
+      this.recEnd = grow(this.recEnd, n + 1);
+    }
+    this.recPage[n] = this.page;
+    this.recStart[n] = start;
+    this.recEnd[n] = end;
+    this.pagePos = end;
+  }
+
+  /** Whether open-block entry i's staged bytes are `buf[start, end)`. */
+  private sameStaged(i: number, buf: Buffer, start: number, end: number): boolean {
+    const from = this.recStart[i]!;
+    const to = this.recEnd[i]!;
+    return (
+      to - from === end - start &&
+      buf.compare(this.pages[this.recPage[i]!]!, from, to, start, end) === 0
+    );
+  }
+
+  /**
+   * The symbol ids of the last entry appended (name, value for each of its pairs; a
+   * duplicate dropped is not appended), valid until the next append, a cut in between
+   * included: what lets a bloom builder tell repeated metadata apart
+   * without hashing its strings again. Ids index {@link symbolList}.
+   */
+  get lastEntryIds(): Uint32Array {
+    return this.headIds.subarray(this.lastIdsStart, this.lastIdsEnd);
+  }
+
+  /** The symbol table so far, by id (see {@link lastEntryIds}); only grows until encoded. */
+  get symbolList(): readonly string[] {
+    return this.symbols;
+  }
+
   /** Cuts the open block now (the builder does it at the target size and on encode). */
   cut(): void {
-    const entries = this.head;
-    if (entries.length === 0) return;
-    entries.sort(byTimestamp); // stable: equal timestamps keep their append order
-    const w = this.writer;
+    const n = this.headCount;
+    if (n === 0) return;
+    // In time order unless an older entry arrived (which built `byTs`): then sorted by
+    // timestamp, equal timestamps in append order.
+    const headTs = this.headTs;
+    const order =
+      this.byTs === undefined
+        ? undefined
+        : Array.from({ length: n }, (_, i) => i).sort((a, b) => {
+            const ta = headTs[a]!;
+            const tb = headTs[b]!;
+            return ta < tb ? -1 : ta > tb ? 1 : a - b;
+          });
+    const w = scratch.writer;
     w.reset();
-    const minTs = entries[0]!.timestamp;
+    const minTs = headTs[order === undefined ? 0 : order[0]!]!;
     let prev = minTs;
-    const timestamps = new BigInt64Array(entries.length);
-    let refs = 0;
+    const timestamps = new BigInt64Array(n);
     w.varint64(minTs);
-    for (let i = 0; i < entries.length; i++) {
-      const e = entries[i]!;
-      const ts = e.timestamp;
+    for (let i = 0; i < n; i++) {
+      const k = order === undefined ? i : order[i]!;
+      const ts = headTs[k]!;
       timestamps[i] = ts;
       if (i > 0) w.uvarint64(ts - prev);
       prev = ts;
-      w.string(e.line);
-      const md = e.structuredMetadata;
-      w.uvarint(md.length);
-      if (refs + 2 * md.length > this.refs.length) {
-        const grown = new Uint32Array(Math.max(2 * this.refs.length, refs + 2 * md.length));
-        grown.set(this.refs.subarray(0, refs));
-        this.refs = grown;
-      }
-      for (const pair of md) {
-        const name = this.intern(pair.name);
-        const value = this.intern(pair.value);
-        w.uvarint(name);
-        w.uvarint(value);
-        this.refs[refs++] = name;
-        this.refs[refs++] = value;
-      }
+      const start = this.recStart[k]!;
+      const end = this.recEnd[k]!;
+      w.ensure(end - start);
+      this.pages[this.recPage[k]!]!.copy(w.buf, w.pos, start, end);
+      w.pos += end - start;
     }
     const rawLength = w.pos;
     const data = snappyCompress(w.buf.subarray(0, rawLength));
     this.blocks.push({
       data,
       crc: crc32c(data),
-      meta: { rawLength, minTs, maxTs: prev, entries: entries.length },
+      meta: { rawLength, minTs, maxTs: prev, entries: n },
       timestamps,
-      symbolIds: sortedDistinct(this.refs.slice(0, refs)),
+      symbolIds: sortedDistinct(this.headIds.slice(0, this.headIdCount)),
     });
     if (this.sealedMaxTs === undefined || prev > this.sealedMaxTs) this.sealedMaxTs = prev;
     this.sealedRawBytes += rawLength;
     this.sealedDataBytes += data.byteLength;
-    this.head = [];
-    this.headByTs = undefined;
+    this.headCount = 0;
+    this.page = -1;
+    this.pagePos = 0;
+    this.headIdCount = 0;
+    this.byTs = undefined;
     this.headMaxTs = undefined;
     this.headBytes = 0;
     this.headUpperBytes = 0;
@@ -273,7 +412,7 @@ export class ChunkBuilder {
     if (this.blocks.length === 0 || this.minTs === undefined || this.maxTs === undefined) {
       throw new ChunkError("empty_chunk");
     }
-    const w = this.writer;
+    const w = scratch.writer;
     w.reset();
     w.uvarint(this.symbols.length);
     for (const s of this.symbols) w.string(s);
@@ -392,7 +531,7 @@ export class ChunkBuilder {
     if (this.symbolBytes + symbols > MAX_SYMBOLS_RAW_BYTES) {
       const added = new Set<string>();
       for (const p of entry.structuredMetadata) {
-        for (const s of [p.name, p.value]) if (!this.symbolIds.has(s)) added.add(s);
+        for (const s of [p.name, p.value]) if (this.symbolIds.idOf(s) < 0) added.add(s);
       }
       let exact = 0;
       for (const s of added) exact += Buffer.byteLength(s, "utf8") + 5;
@@ -404,26 +543,30 @@ export class ChunkBuilder {
     return { estimate, upper: bytes, line: lineBytes };
   }
 
-  private isDuplicate(entry: Entry): boolean {
+  /** Whether `entry`, staged as `buf[start, end)`, is held already. */
+  private isDuplicate(entry: Entry, buf: Buffer, start: number, end: number): boolean {
     const ts = entry.timestamp;
-    const head = this.head;
     if (this.headMaxTs === undefined || ts > this.headMaxTs) {
       // Newer than the open block: nothing there to duplicate.
-    } else if (this.headByTs === undefined && ts === this.headMaxTs) {
-      for (let i = head.length - 1; i >= 0 && head[i]!.timestamp === ts; i--) {
-        if (sameEntry(head[i]!, entry)) return true;
+    } else if (this.byTs === undefined && ts === this.headMaxTs) {
+      // Compared as stored (UTF-8), as the entries will read.
+      for (let i = this.headCount - 1; i >= 0 && this.headTs[i] === ts; i--) {
+        if (this.sameStaged(i, buf, start, end)) return true;
       }
     } else {
-      if (this.headByTs === undefined) {
-        this.headByTs = new Map();
-        for (const e of head) {
-          const same = this.headByTs.get(e.timestamp);
-          if (same === undefined) this.headByTs.set(e.timestamp, [e]);
-          else same.push(e);
-        }
+      if (this.byTs === undefined) this.buildByTs(4 * this.headCount);
+      const byTs = this.byTs!;
+      const mask = byTs.length - 1;
+      tsScratch[0] = ts;
+      const lo = tsHalves[0]!;
+      const hi = tsHalves[1]!;
+      const halves = this.headTs32;
+      for (let slot = tsSlot(lo, hi) & mask; ; slot = (slot + 1) & mask) {
+        const i = byTs[slot]! - 1;
+        if (i < 0) break;
+        if (halves[2 * i] === lo && halves[2 * i + 1] === hi && this.sameStaged(i, buf, start, end))
+          return true;
       }
-      const same = this.headByTs.get(ts);
-      if (same !== undefined) for (const e of same) if (sameEntry(e, entry)) return true;
     }
     // Fast path: an entry newer than every cut block cannot duplicate one of them.
     if (this.sealedMaxTs === undefined || ts > this.sealedMaxTs) return false;
@@ -453,15 +596,39 @@ export class ChunkBuilder {
   private readonly symbolAt = (i: number): string => this.symbols[i]!;
 
   private intern(s: string): number {
-    let id = this.symbolIds.get(s);
-    if (id === undefined) {
-      id = this.symbols.length;
-      this.symbols.push(s);
-      this.symbolIds.set(s, id);
-      this.symbolBytes += Buffer.byteLength(s, "utf8") + 5;
-    }
+    const before = this.symbols.length;
+    const id = this.symbolIds.intern(s);
+    if (this.symbols.length !== before) this.symbolBytes += Buffer.byteLength(s, "utf8") + 5;
     return id;
   }
+}
+
+/** A timestamp split into its 32-bit halves (low first) without BigInt arithmetic. */
+const tsScratch = new BigInt64Array(1);
+const tsHalves = new Int32Array(tsScratch.buffer);
+
+/** Where a timestamp's halves start probing (mixed: nanosecond timestamps share low bits). */
+function tsSlot(lo: number, hi: number): number {
+  let h = Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca6b);
+  h ^= h >>> 15;
+  return h;
+}
+
+/** Writes `v` (a non-negative safe integer) as an unsigned varint at `pos`; answers the end. */
+function putUvarint(buf: Buffer, pos: number, v: number): number {
+  while (v >= 0x80) {
+    buf[pos++] = (v % 0x80) | 0x80;
+    v = Math.floor(v / 0x80);
+  }
+  buf[pos++] = v;
+  return pos;
+}
+
+/** A copy of `a` with room for at least `n` values (doubling). */
+function grow(a: Uint32Array<ArrayBuffer>, n: number): Uint32Array<ArrayBuffer> {
+  const grown = new Uint32Array(Math.max(2 * a.length, n));
+  grown.set(a);
+  return grown;
 }
 
 /** First index of `sorted` whose value is >= `v`. */

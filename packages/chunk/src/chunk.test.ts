@@ -104,6 +104,25 @@ describe("chunk round trip", () => {
     );
   });
 
+  test("each appended entry's ids name its metadata in the symbol list, across block cuts", () => {
+    fc.assert(
+      fc.property(chunkArb, fc.integer({ min: 64, max: 4096 }), (entries, target) => {
+        const builder = new ChunkBuilder({ blockTargetBytes: target });
+        for (const e of entries) {
+          if (!builder.append(e)) continue;
+          const ids = [...builder.lastEntryIds];
+          const names = ids.map((id) => builder.symbolList[id]);
+          expect(names).toEqual(e.structuredMetadata.flatMap((p) => [p.name, p.value]));
+        }
+        // Interned strings are the table written: the chunk still decodes as appended.
+        expect(plain(decodeChunk(builder.encode().bytes).entries)).toEqual(
+          plain(expected(entries)),
+        );
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   test("range reads return exactly the entries in [from, through), both directions", () => {
     fc.assert(
       fc.property(

@@ -1,4 +1,5 @@
 import { serializeFilter } from "@sieve/bloom";
+import { ChunkBuilder } from "@sieve/chunk";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -70,6 +71,49 @@ describe("SeriesBloomBuilder", () => {
         },
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it("makes the same blooms from a chunk builder's symbol ids as from the strings", () => {
+    fc.assert(
+      fc.property(
+        fc.array(arbChunk, { minLength: 1, maxLength: 5 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 0, max: 40 }),
+        fc.constantFrom("exact" as const, "scalable" as const),
+        fc.boolean(),
+        (chunks, chunksPerFlush, maxChunkTokens, layout, keysOnly) => {
+          const options = {
+            maxChunkTokens,
+            cacheSize: 3,
+            layout,
+            ...(keysOnly && { metadataTokens: { keys: true, values: false } }),
+          };
+          const byStrings = new SeriesBloomBuilder(options);
+          const byIds = new SeriesBloomBuilder(options);
+          const out: [string, string][] = [];
+          const bytes = (b: SeriesBloom | undefined): string =>
+            b?.status === "ok"
+              ? Buffer.from(serializeFilter(b.filter)).toString("hex")
+              : JSON.stringify(b?.status);
+          chunks.forEach((entries, i) => {
+            const head = new ChunkBuilder({ blockTargetBytes: 64 });
+            entries.forEach((metadata, k) => {
+              byStrings.add(metadata);
+              // Distinct timestamps: nothing is dropped as a duplicate.
+              head.append({ timestamp: BigInt(k), line: "", structuredMetadata: metadata });
+              byIds.addInterned(head.lastEntryIds, head.symbolList);
+            });
+            byStrings.cut(chunk(i));
+            byIds.cut(chunk(i));
+            if ((i + 1) % chunksPerFlush === 0 || i === chunks.length - 1) {
+              out.push([bytes(byStrings.finish()), bytes(byIds.finish())]);
+            }
+          });
+          for (const [a, b] of out) expect(b).toBe(a);
+        },
+      ),
+      { numRuns: 200 },
     );
   });
 

@@ -1,5 +1,11 @@
-import { PartitionedBloomFilter, ScalableBloomFilter, type ScalableOptions } from "@sieve/bloom";
+import {
+  lastHash,
+  PartitionedBloomFilter,
+  ScalableBloomFilter,
+  type ScalableOptions,
+} from "@sieve/bloom";
 import { IndexError } from "./errors.js";
+import { TokenSet } from "./tokenset.js";
 import {
   ALL_METADATA_TOKENS,
   CHUNK_PREFIX_BYTES,
@@ -102,24 +108,32 @@ export interface BuilderStats {
 interface CutChunk {
   readonly chunk: ChunkIdentity;
   /** The chunk's distinct tokens, or undefined when they overflowed maxChunkTokens. */
-  readonly tokens: Set<string> | undefined;
+  readonly tokens: TokenSet | undefined;
 }
 
 const DEFAULT_MAX_BLOOM_BYTES = 4 * 1024 * 1024;
 const DEFAULT_MAX_CHUNK_TOKENS = 100_000;
 const DEFAULT_CACHE_SIZE = 4096;
+/** `=` in UTF-8: what joins a pair's name and value into its token. */
+const EQUALS = 0x3d;
+/** Symbol ids below this pair into one exact number key (name · 2^26 + value). */
+const PAIR_KEY_IDS = 2 ** 26;
 
 /**
- * One series' bloom as the ingester fills it: {@link add} each entry as it arrives (its
- * unprefixed tokens go into a scalable filter at once, each distinct token hashed once per
- * chunk), {@link cut} when the head chunk is cut with its final ref, and {@link finish} at
- * flush to take the bloom of the chunks cut so far.
+ * One series' bloom as the ingester fills it: {@link add} (or {@link addInterned}) each
+ * entry as it arrives, {@link cut} when the head chunk is cut with its final ref, and
+ * {@link finish} at flush to take the bloom of the chunks cut so far.
  *
- * Chunk-prefixed tokens need the chunk's checksum, known only at cut. The builder keeps
- * each chunk's distinct tokens (the same set that spares repeated tokens a hash) and adds
- * their prefixed forms at finish, and only when the bloom covers two chunks or more: for a
- * bloom of one chunk they say nothing the unprefixed tokens do not. docs/formats.md ("Bloom
- * blocks") has the measurements behind this choice.
+ * Each chunk's distinct tokens are kept as bytes and hashes (tokenset.ts), each hashed once
+ * when first seen. The bloom written is by default rebuilt at finish as one filter sized for
+ * exactly those tokens, from the stored hashes; the scalable filter is filled as tokens
+ * arrive only when it is what gets written: with the `scalable` layout, or once a chunk's
+ * token set overflowed (its tokens so far are then poured into it, and later ones follow).
+ *
+ * Chunk-prefixed tokens need the chunk's checksum, known only at cut. They are made from
+ * each chunk's stored token bytes at finish, and only when the bloom covers two chunks or
+ * more: for a bloom of one chunk they say nothing the unprefixed tokens do not. docs/formats.md
+ * ("Bloom blocks") has the measurements behind this choice.
  */
 export class SeriesBloomBuilder {
   /** Counters since construction. */
@@ -134,14 +148,29 @@ export class SeriesBloomBuilder {
   private readonly metadataTokens: MetadataTokens;
   private readonly prefixed: boolean;
   private filter: ScalableBloomFilter | undefined;
-  private head: Set<string> | undefined = new Set();
+  /** Whether tokens go into `filter` as they arrive (see the class comment). */
+  private live: boolean;
+  private head: TokenSet | undefined = new TokenSet();
   private headEntries = 0;
-  private readonly cache = new Set<string>();
+  /** Recent tokens, once the head's set overflowed: cleared when full. */
+  private cache = new TokenSet();
   private cut_: CutChunk[] = [];
   private missing: MissingReason | undefined;
+  /** Where a token's bytes are made before they are hashed. */
+  private tokenBytes = new Uint8Array(256);
   private scratch = new Uint8Array(256);
+  /**
+   * What {@link addInterned} has seen of the open head chunk, by its chunk builder's symbol
+   * ids (`symbols` is that builder's table: another table resets it): names whose token is
+   * in, and for each value id the name id + 1 of its first pair in (other names of the same
+   * value, rare, in `otherPairs`).
+   */
+  private symbols: readonly string[] | undefined;
+  private namesIn = new Uint8Array(64);
+  private valueName = new Int32Array(256);
+  private otherPairs = new Set<number>();
   private readonly visit = (token: string): void => {
-    this.addToken(token);
+    this.addString(token);
   };
 
   constructor(options: SeriesBloomOptions = {}) {
@@ -165,6 +194,7 @@ export class SeriesBloomBuilder {
     this.maxBloomBytes = maxBloomBytes;
     this.filter = this.newFilter();
     this.fp = this.filter.parameters.fp;
+    this.live = this.layout === "scalable";
   }
 
   /** Tokenizes one entry of the head chunk: its structured metadata, and its line if n-grams are on. */
@@ -172,8 +202,54 @@ export class SeriesBloomBuilder {
     this.headEntries++;
     const { keys, values } = this.metadataTokens;
     for (const { name, value } of metadata) {
-      if (keys) this.addToken(name);
-      if (values) this.addToken(`${name}=${value}`);
+      if (keys) this.addString(name);
+      if (values) this.addPair(name, value);
+    }
+    if (this.ngrams !== undefined && line !== undefined)
+      forEachNgram(line, this.ngrams, this.visit);
+  }
+
+  /**
+   * {@link add} for an entry its chunk builder has interned: `ids` holds the symbol ids of
+   * its pairs (name, value, …) in `symbols`, the builder's table (`ChunkBuilder.lastEntryIds`
+   * and `symbolList`). A name or pair already in the chunk is recognised by its ids, with no
+   * string made or hashed: the same tokens as {@link add}, at a fraction of the cost.
+   */
+  addInterned(ids: ArrayLike<number>, symbols: readonly string[], line?: string): void {
+    this.headEntries++;
+    if (symbols !== this.symbols) this.forgetIds(symbols);
+    const { keys, values } = this.metadataTokens;
+    for (let j = 0; j + 1 < ids.length; j += 2) {
+      const nameId = ids[j]!;
+      const valueId = ids[j + 1]!;
+      if (keys) {
+        if (nameId >= this.namesIn.length) this.namesIn = grown(this.namesIn, nameId);
+        if (this.namesIn[nameId] === 0) {
+          this.namesIn[nameId] = 1;
+          this.addString(symbols[nameId]!);
+        } else {
+          this.stats.tokens++;
+        }
+      }
+      if (values) {
+        if (valueId >= this.valueName.length) this.valueName = grown(this.valueName, valueId);
+        const first = this.valueName[valueId]!;
+        let seen: boolean;
+        if (first === 0) {
+          this.valueName[valueId] = nameId + 1;
+          seen = false;
+        } else if (first === nameId + 1) {
+          seen = true;
+        } else if (nameId < PAIR_KEY_IDS && valueId < PAIR_KEY_IDS) {
+          const key = nameId * PAIR_KEY_IDS + valueId;
+          seen = this.otherPairs.has(key);
+          if (!seen) this.otherPairs.add(key);
+        } else {
+          seen = false; // ids past exact keys: the token set tells
+        }
+        if (seen) this.stats.tokens++;
+        else this.addPair(symbols[nameId]!, symbols[valueId]!);
+      }
     }
     if (this.ngrams !== undefined && line !== undefined)
       forEachNgram(line, this.ngrams, this.visit);
@@ -181,10 +257,12 @@ export class SeriesBloomBuilder {
 
   /** The head chunk was cut as `chunk`: later entries belong to the next chunk. */
   cut(chunk: ChunkIdentity): void {
+    this.head?.seal();
     this.cut_.push({ chunk, tokens: this.head });
-    this.head = new Set();
+    this.head = new TokenSet();
     this.headEntries = 0;
-    this.cache.clear();
+    this.cache = new TokenSet();
+    this.forgetIds(undefined);
   }
 
   /**
@@ -218,9 +296,12 @@ export class SeriesBloomBuilder {
       if (complete && this.layout === "exact") {
         filter = this.exact(cut, prefixAll);
         if (filter === undefined) missing = "too_large";
-      } else if (prefixAll) {
-        for (const { chunk, tokens } of cut) {
-          if (tokens !== undefined) this.addPrefixed(this.filter!, chunk, tokens);
+      } else {
+        // Live since the first overflow (or by layout): the filter holds every token.
+        if (prefixAll) {
+          for (const { chunk, tokens } of cut) {
+            if (tokens !== undefined) this.addPrefixed(this.filter!, chunk, tokens);
+          }
         }
         filter = this.filter;
         missing = this.missing;
@@ -228,9 +309,14 @@ export class SeriesBloomBuilder {
     }
     this.filter = this.newFilter();
     this.missing = undefined;
+    this.live = this.layout === "scalable";
     if (this.headEntries > 0) {
-      if (this.head === undefined) this.missing = "incomplete";
-      else for (const token of this.head) this.hash(token);
+      if (this.head === undefined) {
+        this.missing = "incomplete";
+        this.live = true;
+      } else if (this.live) {
+        this.head.forEachHash(this.addLive);
+      }
     }
     if (missing !== undefined || filter === undefined) {
       const chunks = cut.map(({ chunk }) => covered(chunk, false));
@@ -253,14 +339,15 @@ export class SeriesBloomBuilder {
    * undefined past maxBloomBytes. Measured on lines of 200 bytes whose trace_id is shared by
    * 10 lines (bench/index.ts): the scalable filter written as is takes 1.0–4.5% of the
    * snappy-compressed lines, because its first filter is sized for 1024 tokens at fp·(1−r)
-   * and each next one for 4 times more; the exact filter takes about 0.3%. Hashing the
-   * distinct tokens once more costs far less than writing the bigger filter.
+   * and each next one for 4 times more; the exact filter takes about 0.3%. It is filled from
+   * the hashes stored with the tokens: nothing is hashed twice.
    */
   private exact(cut: readonly CutChunk[], prefixAll: boolean): PartitionedBloomFilter | undefined {
     let union = cut[0]!.tokens!;
     if (cut.length > 1) {
-      union = new Set(union);
-      for (let i = 1; i < cut.length; i++) for (const token of cut[i]!.tokens!) union.add(token);
+      union = new TokenSet(union.size);
+      for (const { tokens } of cut)
+        tokens!.forEach((lo, hi, bytes) => union.addHashed(lo, hi, bytes));
     }
     let count = union.size;
     if (prefixAll) for (const { tokens } of cut) count += tokens!.size;
@@ -269,7 +356,9 @@ export class SeriesBloomBuilder {
     if (bytes > this.maxBloomBytes) return undefined;
     const filter = PartitionedBloomFilter.forCapacity(Math.max(1, count), this.fp);
     if (filter.byteLength > this.maxBloomBytes) return undefined;
-    for (const token of union) filter.add(token);
+    union.forEachHash((lo, hi) => {
+      filter.addHashed(lo, hi);
+    });
     this.stats.rehashed += union.size;
     if (prefixAll) for (const { chunk, tokens } of cut) this.addPrefixed(filter, chunk, tokens!);
     return filter;
@@ -279,63 +368,114 @@ export class SeriesBloomBuilder {
     return new ScalableBloomFilter(this.filterOptions);
   }
 
-  private addToken(token: string): void {
+  /** Adds the token `name=value`, made as UTF-8 bytes without a string. */
+  private addPair(name: string, value: string): void {
+    const need = 3 * (name.length + value.length) + 1;
+    if (need > this.tokenBytes.length) this.tokenBytes = new Uint8Array(2 * need);
+    const bytes = this.tokenBytes;
+    let n = encoder.encodeInto(name, bytes).written;
+    bytes[n++] = EQUALS;
+    n += encoder.encodeInto(value, bytes.subarray(n)).written;
+    this.addBytes(bytes, n);
+  }
+
+  private addString(token: string): void {
+    const need = 3 * token.length;
+    if (need > this.tokenBytes.length) this.tokenBytes = new Uint8Array(2 * need);
+    this.addBytes(this.tokenBytes, encoder.encodeInto(token, this.tokenBytes).written);
+  }
+
+  /** The token whose UTF-8 bytes are `bytes[0, length)`: held once per chunk, hashed once. */
+  private addBytes(bytes: Uint8Array, length: number): void {
     this.stats.tokens++;
     const head = this.head;
     if (head !== undefined) {
-      if (head.has(token)) return;
-      if (head.size < this.maxChunkTokens) {
-        head.add(token);
-      } else {
+      if (!head.add(bytes, length)) return;
+      const lo = lastHash[0]!;
+      const hi = lastHash[1]!;
+      this.stats.hashed++;
+      if (head.size > this.maxChunkTokens) {
+        // Past the set's bound: it is kept for this chunk's tokens so far, which the filter
+        // now takes (with every chunk cut since the last finish), and no prefixed ones.
+        if (this.live) this.addLive(lo, hi);
+        else this.goLive();
         this.head = undefined;
-        this.cache.add(token);
+        this.cache.add(bytes, length);
+        return;
       }
-    } else {
-      const cache = this.cache;
-      if (cache.has(token)) return;
-      // Cleared when full rather than evicted one by one: Loki's tokenizer cache does the
-      // same, because neighbouring lines repeat the same tokens.
-      if (cache.size >= this.cacheSize) cache.clear();
-      cache.add(token);
+      if (this.live) this.addLive(lo, hi);
+      return;
     }
-    this.hash(token);
+    // Cleared when full rather than evicted one by one: Loki's tokenizer cache does the
+    // same, because neighbouring lines repeat the same tokens.
+    if (this.cache.size >= this.cacheSize) this.cache = new TokenSet();
+    if (!this.cache.add(bytes, length)) return;
+    this.stats.hashed++;
+    this.addLive(lastHash[0]!, lastHash[1]!);
   }
 
-  private hash(token: string): void {
-    this.stats.hashed++;
-    const filter = this.filter;
-    if (filter !== undefined && !filter.add(token)) this.overflow();
+  /** Pours every token held since the last finish into the filter, which then takes them as they come. */
+  private goLive(): void {
+    if (this.live) return;
+    this.live = true;
+    for (const { tokens } of this.cut_) tokens?.forEachHash(this.addLive);
+    this.head?.forEachHash(this.addLive);
   }
+
+  private readonly addLive = (lo: number, hi: number): void => {
+    const filter = this.filter;
+    if (filter !== undefined && !filter.addHashed(lo, hi)) this.overflow();
+  };
 
   private overflow(): void {
     this.filter = undefined;
     this.missing = "too_large";
   }
 
+  /** Starts {@link addInterned}'s memory afresh, for the table `symbols`. */
+  private forgetIds(symbols: readonly string[] | undefined): void {
+    this.symbols = symbols;
+    // Sized by the chunk's symbols: a big chunk's arrays go with it rather than stay per series.
+    if (this.namesIn.length > 64) this.namesIn = new Uint8Array(64);
+    else this.namesIn.fill(0);
+    if (this.valueName.length > 256) this.valueName = new Int32Array(256);
+    else this.valueName.fill(0);
+    this.otherPairs.clear();
+  }
+
   /** Adds prefix(chunk)+token for each token to `filter`, in one reused buffer. */
   private addPrefixed(
     filter: PartitionedBloomFilter | ScalableBloomFilter,
     chunk: ChunkIdentity,
-    tokens: Set<string>,
+    tokens: TokenSet,
   ): void {
     writeChunkPrefix(chunk, this.scratch);
-    for (const token of tokens) {
-      if (CHUNK_PREFIX_BYTES + token.length * 3 > this.scratch.length) {
-        const grown = new Uint8Array(CHUNK_PREFIX_BYTES + token.length * 3);
-        grown.set(this.scratch.subarray(0, CHUNK_PREFIX_BYTES));
-        this.scratch = grown;
+    let full = false;
+    tokens.forEachToken((token) => {
+      if (full) return;
+      if (CHUNK_PREFIX_BYTES + token.length > this.scratch.length) {
+        const grownScratch = new Uint8Array(2 * (CHUNK_PREFIX_BYTES + token.length));
+        grownScratch.set(this.scratch.subarray(0, CHUNK_PREFIX_BYTES));
+        this.scratch = grownScratch;
       }
-      const { written } = encoder.encodeInto(token, this.scratch.subarray(CHUNK_PREFIX_BYTES));
+      this.scratch.set(token, CHUNK_PREFIX_BYTES);
       this.stats.prefixed++;
-      const key = this.scratch.subarray(0, CHUNK_PREFIX_BYTES + written);
+      const key = this.scratch.subarray(0, CHUNK_PREFIX_BYTES + token.length);
       if (filter instanceof PartitionedBloomFilter) {
         filter.add(key);
       } else if (!filter.add(key)) {
         this.overflow();
-        return;
+        full = true;
       }
-    }
+    });
   }
+}
+
+/** A copy of `a` with room for index `i` (doubling). */
+function grown<T extends Uint8Array | Int32Array>(a: T, i: number): T {
+  const out = new (a.constructor as new (n: number) => T)(Math.max(2 * a.length, i + 1));
+  out.set(a);
+  return out;
 }
 
 function covered(chunk: ChunkIdentity, prefixed: boolean): CoveredChunk {

@@ -22,8 +22,9 @@ export function streamKey(tenant: string, fingerprint: bigint): string {
 }
 
 /**
- * Memory of one bloom token kept until its chunk is cut (a string of ~20-40 bytes in a
- * `Set`), for {@link Stream.heldBytes}.
+ * Memory of one bloom token kept until its chunk is cut (~20-40 bytes of UTF-8 and up to
+ * ~30 of hash table in the bloom builder's token set, plus the grown arrays' spare room),
+ * for {@link Stream.heldBytes}.
  */
 const TOKEN_BYTES = 64;
 
@@ -125,7 +126,9 @@ export class Stream {
       }
       appended++;
       appendedOut?.push(entry);
-      this.bloom?.add(entry.structuredMetadata, entry.line);
+      // By the ids the head just interned: repeated metadata costs no string work.
+      const builder = this.head.builder;
+      this.bloom?.addInterned(builder.lastEntryIds, builder.symbolList, entry.line);
       patterns?.train(e.line, e.timestampNs, e.structuredMetadata, nowMs);
     }
     metrics.entriesAppended.inc(appended);
@@ -142,8 +145,8 @@ export class Stream {
 
   /**
    * What the head holds in memory, estimated: its uncompressed bytes (cut blocks are held
-   * compressed, so this errs high; the open block is held as entry objects, so it errs low
-   * there) and the distinct bloom tokens it holds, at {@link TOKEN_BYTES} each (a line's
+   * compressed, so this errs high; the open block is held as its bytes, near exact; the
+   * symbol table is not counted) and the distinct bloom tokens it holds, at {@link TOKEN_BYTES} each (a line's
    * n-grams repeat from line to line: counting every token made would cut heads early).
    */
   get heldBytes(): number {
