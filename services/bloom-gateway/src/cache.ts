@@ -137,17 +137,24 @@ export class BloomCache {
   }
 
   /**
-   * The bloom of `fingerprint` at `location` when its block is in memory (a hit, counted);
-   * undefined when it must be read ({@link get}). Throws a {@link BloomReadError} when the
-   * cached block's record is damaged.
+   * The block at `key` when it is in memory and read whole (one LRU lookup, which makes it
+   * the most recently used); undefined when its blooms must be had through {@link get}.
+   * A caller testing many series of one block looks it up once and cuts each from it.
    */
-  peek(location: BloomRecordLocation, fingerprint: bigint): BloomRecord | undefined {
-    if (this.byRecord.has(location.key)) return undefined;
-    const blockKey = `b\n${location.key}`;
-    const cached = this.lru.get(blockKey);
-    if (cached?.kind !== "block") return undefined;
+  held(key: string): LoadedBlock | undefined {
+    if (this.byRecord.has(key)) return undefined;
+    const cached = this.lru.get(`b\n${key}`);
+    return cached?.kind === "block" ? cached.block : undefined;
+  }
+
+  /**
+   * The bloom of `fingerprint` at `location` from `block`, which {@link held} answered for
+   * `location.key` (a hit, counted). Throws a {@link BloomReadError} when its record is
+   * damaged.
+   */
+  cutHeld(block: LoadedBlock, location: BloomRecordLocation, fingerprint: bigint): BloomRecord {
     this.hits++;
-    return this.cut(blockKey, cached.block, location, fingerprint);
+    return this.cut(block, location, fingerprint);
   }
 
   /**
@@ -163,7 +170,7 @@ export class BloomCache {
     const cached = this.lru.get(blockKey);
     if (cached?.kind === "block") {
       this.hits++;
-      return { bloom: this.cut(blockKey, cached.block, location, fingerprint), source: "hit" };
+      return { bloom: this.cut(cached.block, location, fingerprint), source: "hit" };
     }
     let load = this.pending.get(location.key);
     let source: CacheSource = "inflight";
@@ -193,7 +200,7 @@ export class BloomCache {
     // On the fallback path the record read is what serves the call, and what is counted.
     if (loaded === "records") return this.getRecord(location, fingerprint);
     count();
-    return { bloom: this.cut(blockKey, loaded, location, fingerprint), source };
+    return { bloom: this.cut(loaded, location, fingerprint), source };
   }
 
   /** The cache's counters now. */
@@ -216,12 +223,7 @@ export class BloomCache {
   }
 
   /** Cuts one series' bloom from a held block, and resizes the block's entry when it grew. */
-  private cut(
-    blockKey: string,
-    block: LoadedBlock,
-    location: BloomRecordLocation,
-    fingerprint: bigint,
-  ): BloomRecord {
+  private cut(block: LoadedBlock, location: BloomRecordLocation, fingerprint: bigint): BloomRecord {
     let got;
     try {
       got = block.record(location, fingerprint);
@@ -230,6 +232,7 @@ export class BloomCache {
       throw new BloomReadError("corrupt_bloom", error.message, { cause: error });
     }
     if (got.decodedNow) {
+      const blockKey = `b\n${location.key}`;
       // lru-cache sizes an entry when it is set: set a new holder to count what was decoded,
       // unless the block has been evicted meanwhile (it is not brought back).
       const held = this.lru.peek(blockKey);

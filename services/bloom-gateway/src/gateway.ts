@@ -27,6 +27,7 @@ import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { BloomCache, BloomReadError } from "./cache.js";
 import type { BloomCacheStats } from "./cache.js";
+import type { LoadedBlock } from "./block.js";
 import type { BloomGatewayConfig } from "./config.js";
 import { GatewayError } from "./errors.js";
 import { Verdicts, failedLeaf } from "./explain.js";
@@ -113,14 +114,15 @@ class CompiledTest {
   private tokens: MetadataTokens = ALL_METADATA_TOKENS;
   private readonly plain: MetadataOracle = {
     key: (name) => this.hasKey(this.name(name)?.plain),
+    // The pair first: for a needle it is the token that is absent (its name rarely is).
     pair: (name, value) =>
-      this.hasKey(this.name(name)?.plain) && this.hasValue(this.pair(name, value)?.plain),
+      this.hasValue(this.pair(name, value)?.plain) && this.hasKey(this.name(name)?.plain),
     line: (literal) => this.line(literal, false),
   };
   private readonly prefixed: MetadataOracle = {
     key: (name) => this.hasKey(this.name(name)?.prefixed),
     pair: (name, value) =>
-      this.hasKey(this.name(name)?.prefixed) && this.hasValue(this.pair(name, value)?.prefixed),
+      this.hasValue(this.pair(name, value)?.prefixed) && this.hasKey(this.name(name)?.prefixed),
     line: (literal) => this.line(literal, true),
   };
 
@@ -300,7 +302,10 @@ export class BloomGateway implements ChunkFilter {
       // Series whose block is in memory are tested here and now (no promise, no timer:
       // a 250-series needle spent a third of its bloom stage on them); the rest wait for
       // their reads, `maxConcurrentReads` at a time.
+      // Blocks are looked up once per request (a flush writes one block for all its
+      // series: a 250-series needle asked the LRU 500 times for a dozen blocks).
       const waiting: { s: FilterSeries; i: number; ready: Testable }[] = [];
+      const held = new Map<string, LoadedBlock | undefined>();
       req.series.forEach((s, i) => {
         const ready = this.testable(s, stats, verdicts);
         if (Array.isArray(ready)) {
@@ -308,9 +313,15 @@ export class BloomGateway implements ChunkFilter {
           return;
         }
         const { labels, location } = ready;
+        let block = held.get(location.key);
+        if (block === undefined && !held.has(location.key)) {
+          block = this.cache.held(location.key);
+          held.set(location.key, block);
+        }
         let record: BloomRecord | undefined;
         try {
-          record = this.cache.peek(location, s.fingerprint);
+          record =
+            block === undefined ? undefined : this.cache.cutHeld(block, location, s.fingerprint);
         } catch (error) {
           kept[i] = this.readFailed(s, location, error, stats, verdicts);
           return;
