@@ -109,6 +109,11 @@ export interface FilterResponse {
 /** Anything that prunes chunk refs: the in-process gateway or the client of remote ones. */
 export interface ChunkFilter {
   filterChunkRefs(req: FilterRequest): Promise<FilterResponse>;
+  /**
+   * True when an answer's chunks are the very records of its request (a gateway in the
+   * caller's thread), so the caller may tell them by identity; a client's are copies.
+   */
+  readonly answersWithSentRecords?: boolean;
 }
 
 /**

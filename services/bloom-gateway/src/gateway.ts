@@ -243,6 +243,8 @@ const MAX_PARSED_LABELS = 65_536;
  * `explain`, every chunk pruned with the test leaf that pruned it.
  */
 export class BloomGateway implements ChunkFilter {
+  /** Its answers' chunks are the request's own records (it filters, never copies). */
+  readonly answersWithSentRecords = true;
   /** The bloom-block cache (exposed for stats and tests). */
   readonly cache: BloomCache;
   private readonly metrics: BloomGatewayMetrics;

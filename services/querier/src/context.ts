@@ -149,4 +149,6 @@ export interface LoadedSegment {
   /** `labels[i]` is `series[i]`'s, parsed. */
   readonly labels: readonly Readonly<Record<string, string>>[];
   readonly bytes: number;
+  /** Series positions by label name and value, made at a selector's first use (plan.ts). */
+  postings?: Map<string, Map<string, number[]>>;
 }

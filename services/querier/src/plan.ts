@@ -118,11 +118,69 @@ async function loadSegment(
   return { series, labels, bytes: bytes.byteLength };
 }
 
+/** The series positions of `segment` by label name and value, made once. */
+function postingsOf(segment: LoadedSegment): Map<string, Map<string, number[]>> {
+  if (segment.postings !== undefined) return segment.postings;
+  const postings = new Map<string, Map<string, number[]>>();
+  segment.labels.forEach((labels, i) => {
+    for (const [name, value] of Object.entries(labels)) {
+      let values = postings.get(name);
+      if (values === undefined) postings.set(name, (values = new Map<string, number[]>()));
+      const list = values.get(value);
+      if (list === undefined) values.set(value, [i]);
+      else list.push(i);
+    }
+  });
+  return (segment.postings = postings);
+}
+
+const NO_POSITIONS: readonly number[] = [];
+
+/**
+ * The positions of the series of `segment` some selector may match: for each selector the
+ * shortest list of its `name="value"` matchers (a label equal to a non-empty value), in
+ * order; undefined when a selector has none (every series must be tested).
+ */
+function candidates(
+  segment: LoadedSegment,
+  selectors: readonly (readonly Matcher[])[],
+): readonly number[] | undefined {
+  const lists: (readonly number[])[] = [];
+  for (const matchers of selectors) {
+    let shortest: readonly number[] | undefined;
+    for (const m of matchers) {
+      if (m.op !== "=" || m.value === "") continue;
+      const list = postingsOf(segment).get(m.name)?.get(m.value) ?? NO_POSITIONS;
+      if (shortest === undefined || list.length < shortest.length) shortest = list;
+    }
+    if (shortest === undefined) return undefined;
+    lists.push(shortest);
+  }
+  if (lists.length === 1) return lists[0];
+  return [...new Set(lists.flat())].sort((a, b) => a - b);
+}
+
+/**
+ * The series of `segment` some of `selectors` matches, in segment order: tested from the
+ * series an equality matcher names when each selector has one, else every series.
+ */
+export function seriesMatching(
+  segment: LoadedSegment,
+  selectors: readonly (readonly Matcher[])[],
+): readonly IndexedSeries[] {
+  const { series, labels } = segment;
+  const wanted = (i: number): boolean => selectors.some((m) => matchesLabels(m, labels[i]!));
+  const some = candidates(segment, selectors);
+  if (some === undefined) return series.filter((_, i) => wanted(i));
+  return some.filter(wanted).map((i) => series[i]!);
+}
+
 /**
  * The tenant's series and chunks over [from, through] (inclusive), from cached segments:
- * every series has labels that parse (see {@link loadSegment}); only those `wanted`
- * accepts when given, chosen before the segments are merged (the merge builds every
- * chunk's ref: for a one-service query over 500 series it was most of the index stage).
+ * every series has labels that parse (see {@link loadSegment}); only those some of
+ * `selectors` matches when given, chosen before the segments are merged (the merge builds
+ * every chunk's ref: for a one-service query over 500 series it was most of the index
+ * stage), from the series an equality matcher names when each selector has one.
  */
 export async function readSeries(
   parts: QuerierParts,
@@ -130,7 +188,7 @@ export async function readSeries(
   from: bigint,
   through: bigint,
   ctx: QueryContext,
-  wanted?: (labels: Readonly<Record<string, string>>) => boolean,
+  selectors?: readonly (readonly Matcher[])[],
 ): Promise<IndexedSeries[]> {
   return ctx.stats.time("index", async () => {
     // The listing is this query's own (not a shared cache load): its deadline cancels it.
@@ -175,8 +233,8 @@ export async function readSeries(
     }
     const segments = [...loaded.values()];
     ctx.stats.segmentsRead += segments.length;
-    const chosen = segments.map(({ series, labels }) =>
-      wanted === undefined ? series : series.filter((_, i) => wanted(labels[i]!)),
+    const chosen = segments.map((segment) =>
+      selectors === undefined ? segment.series : seriesMatching(segment, selectors),
     );
     return withoutExpired(parts, tenant, mergeIndexed(chosen, from, through));
   });
@@ -241,7 +299,7 @@ interface BloomAnswer {
    * The chunks the gateway kept: answered as the records it was sent (a gateway in this
    * thread), or as copies, by {@link chunkId} (over a port or HTTP).
    */
-  readonly kept: ReadonlySet<IndexedChunk>;
+  readonly kept: ReadonlySet<SegmentChunk>;
   readonly keptIds: ReadonlySet<string>;
   /** Its verdicts on the others and on those it kept untested, by {@link chunkId}. */
   readonly verdicts: ReadonlyMap<string, ChunkVerdict>;
@@ -277,7 +335,7 @@ function judge(c: IndexedChunk, fp: bigint, answer: BloomAnswer): ChunkOutcome {
   if (v === undefined) {
     // Without a verdict, a pruned chunk's reason is unknown: the gateway was not asked to
     // explain (or predates explain).
-    return answer.kept.has(c) || answer.keptIds.has(id) ? PASSED : PRUNED;
+    return answer.kept.has(c.listed) || answer.keptIds.has(id) ? PASSED : PRUNED;
   }
   if (v.outcome === "failed_open") {
     return {
@@ -288,6 +346,12 @@ function judge(c: IndexedChunk, fp: bigint, answer: BloomAnswer): ChunkOutcome {
   }
   return { outcome: "pruned", reason: v.outcome, ...(v.test !== undefined && { test: v.test }) };
 }
+
+/** The chunks of one series sent to the gateway with one bloom location. */
+type Group = FilterSeries & { chunks: SegmentChunk[] };
+
+/** A series' groups searched one by one; past this many, by bloom in a map. */
+const SCANNED_GROUPS = 8;
 
 /**
  * Index → series matching any of `selectors` → chunks in [from, through] → pruned by the
@@ -304,9 +368,7 @@ export async function plan(
   queryTest: BloomTest,
   ctx: QueryContext,
 ): Promise<PlannedChunk[]> {
-  const matches = (labels: Readonly<Record<string, string>>): boolean =>
-    selectors.some((m) => matchesLabels(m, labels));
-  const all = await readSeries(parts, tenant, from, through, ctx, matches);
+  const all = await readSeries(parts, tenant, from, through, ctx, selectors);
   const matched: {
     series: IndexedSeries;
     labels: Readonly<Record<string, string>>;
@@ -363,30 +425,38 @@ export async function plan(
   }
   stats.bloomsUsed = true;
   // A group per series and bloom location (chunks of one listing share its object).
-  const groups: (FilterSeries & { chunks: SegmentChunk[] })[] = [];
+  const groups: Group[] = [];
   const unsent = new Set<IndexedChunk>();
-  // The records sent, to read a gateway's answer by identity when it returns them.
-  const sentAs = new Map<SegmentChunk, IndexedChunk>();
+  let sent = 0;
   for (const { series } of matched) {
-    const byBloom = new Map<IndexedChunk["bloom"], FilterSeries & { chunks: SegmentChunk[] }>();
+    // Its chunks are in time order, as the flushes that made its blooms are: a chunk's
+    // group is nearly always the last one. A map is made only for a long run of flushes.
+    const first = groups.length;
+    let byBloom: Map<Group["bloom"], Group> | undefined;
     for (const c of series.chunks) {
       if (metadataOnly.kind === "all" && !lined(c)) {
         unsent.add(c);
         continue;
       }
-      let g = byBloom.get(c.bloom);
+      const last = groups.length > first ? groups[groups.length - 1] : undefined;
+      let g = last?.bloom === c.bloom ? last : byBloom?.get(c.bloom);
+      for (let k = groups.length - 2; g === undefined && byBloom === undefined && k >= first; k--) {
+        if (groups[k]!.bloom === c.bloom) g = groups[k];
+      }
       if (g === undefined) {
         g = { fingerprint: series.fingerprint, labels: series.labels, bloom: c.bloom, chunks: [] };
-        byBloom.set(c.bloom, g);
         groups.push(g);
+        if (byBloom !== undefined) byBloom.set(c.bloom, g);
+        else if (groups.length - first > SCANNED_GROUPS) {
+          byBloom = new Map(groups.slice(first).map((x) => [x.bloom, x]));
+        }
       }
       g.chunks.push(c.listed);
-      sentAs.set(c.listed, c);
+      sent++;
     }
   }
-  const sent = sentAs.size;
   let failed: string | undefined;
-  const kept = new Set<IndexedChunk>();
+  const kept = new Set<SegmentChunk>();
   const keptIds = new Set<string>();
   const verdicts = new Map<string, ChunkVerdict>();
   try {
@@ -406,10 +476,11 @@ export async function plan(
     for (const [reason, chunks] of Object.entries(response.stats.failedOpen)) {
       parts.labels.report.failedOpen(reason, chunks, tenant);
     }
+    // A gateway in this thread answers with the records it was sent; others with copies.
+    const own = parts.chunkFilter.answersWithSentRecords === true;
     for (const s of response.series) {
       for (const c of s.chunks) {
-        const own = sentAs.get(c);
-        if (own !== undefined) kept.add(own);
+        if (own) kept.add(c);
         else keptIds.add(chunkId(s.fingerprint, c));
       }
     }

@@ -19,7 +19,7 @@ import {
   type VolumeAggregateBy,
 } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
-import { matchesLabels, type Matcher } from "@sieve/logql";
+import type { Matcher } from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
 import { QueryError, queryMemory } from "./errors.js";
 import {
@@ -210,10 +210,8 @@ export async function runVolume(
   // Settled either way, so a failure of one side never leaves the other unobserved.
   fromIngesters.catch(() => undefined);
   try {
-    const wanted = (labels: Readonly<Record<string, string>>): boolean =>
-      matchesLabels(matchers, labels);
     for (const t of tenants) {
-      for (const s of await readSeries(parts, t, q.start, q.end, ctx, wanted)) {
+      for (const s of await readSeries(parts, t, q.start, q.end, ctx, [matchers])) {
         const labels = parts.labels.tryOf(s.labels, "store");
         if (labels === undefined) continue;
         const names = acc.namesOf(sortedPairs(labels));
