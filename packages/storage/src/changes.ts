@@ -40,6 +40,7 @@ export function countingWrites(store: ObjectStore, counter: SharedArrayBuffer): 
     getTagged: (key, options) => store.getTagged(key, options),
     list: (prefix, options) => store.list(prefix, options),
     listInfo: (prefix, options) => store.listInfo(prefix, options),
+    listPrefixes: (prefix, options) => store.listPrefixes(prefix, options),
     put: (key: string, data: Uint8Array, options?: CallOptions) =>
       counted(store.put(key, data, options)),
     putIf: (key: string, data: Uint8Array, condition: WriteCondition, options?: CallOptions) =>

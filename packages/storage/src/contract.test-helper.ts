@@ -306,5 +306,34 @@ export function objectStoreContract(name: string, open: () => ObjectStore): void
       }
       expect(await store.listInfo("info/none")).toEqual([]);
     });
+
+    test("listPrefixes answers the next segments under a prefix that hold objects, as S3's common prefixes", async () => {
+      const store = open();
+      // The contract's tests share one namespace on S3: these stay under `common/`.
+      for (const key of ["t1/index/a", "t1/chunks/b/c", "t2/x", "t10/y", "top", "日本/z"]) {
+        await store.put(`common/${key}`, enc.encode(key));
+      }
+      expect(await store.listPrefixes("common/")).toEqual([
+        "common/t1/",
+        "common/t10/",
+        "common/t2/",
+        "common/日本/",
+      ]);
+      expect(await store.listPrefixes("common/t1/")).toEqual([
+        "common/t1/chunks/",
+        "common/t1/index/",
+      ]);
+      expect(await store.listPrefixes("common/t1")).toEqual(["common/t1/", "common/t10/"]);
+      expect(await store.listPrefixes("common/t1/index/")).toEqual([]);
+      expect(await store.listPrefixes("common/none/")).toEqual([]);
+      // A prefix whose objects are all deleted is gone (the file store's empty directory too).
+      await store.delete("common/t2/x");
+      expect(await store.listPrefixes("common/")).toEqual([
+        "common/t1/",
+        "common/t10/",
+        "common/日本/",
+      ]);
+      expect(await store.listPrefixes("common/../")).toEqual([]);
+    });
   });
 }

@@ -203,6 +203,31 @@ export class FsObjectStore implements ObjectStore {
     return this.walk(prefix, options, true);
   }
 
+  async listPrefixes(prefix: string, options?: CallOptions): Promise<string[]> {
+    validatePrefix(prefix);
+    checkSignal(options, "list", prefix);
+    if (!prefixCanMatch(prefix)) return [];
+    const slash = prefix.lastIndexOf("/");
+    const dirKey = slash >= 0 ? prefix.slice(0, slash) : "";
+    const rest = prefix.slice(slash + 1);
+    const dir = join(this.root, ...(dirKey === "" ? [] : dirKey.split("/")));
+    let entries;
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (err) {
+      if (hasCode(err, "ENOENT", "ENOTDIR")) return [];
+      throw backend(`list ${prefix}`, err);
+    }
+    const out: string[] = [];
+    for (const e of entries) {
+      if (!e.isDirectory() || e.name.startsWith(TEMP_PREFIX) || !e.name.startsWith(rest)) continue;
+      const key = dirKey === "" ? e.name : `${dirKey}/${e.name}`;
+      // A directory is a prefix only while it holds an object (S3 has no empty ones).
+      if ((await this.walk(`${key}/`, options, false)).length > 0) out.push(`${key}/`);
+    }
+    return out.sort(compareUtf8);
+  }
+
   /** The files under `prefix`, sorted by key; stat'ed only when `info` is asked for. */
   private async walk(
     prefix: string,

@@ -260,6 +260,24 @@ export class S3ObjectStore implements ObjectStore {
     return listed.sort((a, b) => compareUtf8(a.key, b.key));
   }
 
+  async listPrefixes(prefix: string, options?: CallOptions): Promise<string[]> {
+    validatePrefix(prefix);
+    if (!prefixCanMatch(prefix)) return [];
+    const listed = await this.call("read", "list", prefix, options, async (abortSignal) => {
+      const out: string[] = [];
+      const pages = paginateListObjectsV2(
+        { client: this.client },
+        { Bucket: this.bucket, Prefix: prefix, Delimiter: "/" },
+        { abortSignal },
+      );
+      for await (const page of pages) {
+        for (const p of page.CommonPrefixes ?? []) if (p.Prefix !== undefined) out.push(p.Prefix);
+      }
+      return out;
+    });
+    return listed.sort(compareUtf8);
+  }
+
   async delete(key: string, options?: CallOptions): Promise<void> {
     validateKey(key);
     await this.call("write", "delete", key, options, async (abortSignal) => {

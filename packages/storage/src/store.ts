@@ -90,6 +90,13 @@ export interface ObjectStore {
   list(prefix: string, options?: CallOptions): Promise<string[]>;
   /** As {@link list}, with each object's size and last-modified time. */
   listInfo(prefix: string, options?: CallOptions): Promise<ListedObject[]>;
+  /**
+   * The distinct `prefix` + segment + `/` that keys under `prefix` start with, where a `/`
+   * follows `prefix` in them (S3's common prefixes for the delimiter `/`), in UTF-8 byte
+   * order: what a store holds one level down without listing every key (the tenants, from
+   * `""`).
+   */
+  listPrefixes(prefix: string, options?: CallOptions): Promise<string[]>;
   /** Removes the object; removing a missing object is not an error (as in S3). */
   delete(key: string, options?: CallOptions): Promise<void>;
 }

@@ -90,6 +90,7 @@ function counting(inner: ObjectStore): {
     putIf: (k, d, c, o) => timed("putIf", () => inner.putIf(k, d, c, o)),
     list: (p, o) => timed("list", () => inner.list(p, o)),
     listInfo: (p, o) => timed("listInfo", () => inner.listInfo(p, o)),
+    listPrefixes: (p, o) => timed("listPrefixes", () => inner.listPrefixes(p, o)),
     delete: (k, o) => timed("delete", () => inner.delete(k, o)),
   };
   return { store, counts, ms };
