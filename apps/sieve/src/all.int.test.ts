@@ -250,6 +250,13 @@ describe("sieve all", () => {
     expect(await sieve!.stop("SIGTERM")).toBe(0);
     // The same data directory, now with the ingester on two worker threads.
     sieve = await spawnSieve(["all", "--data-dir", dir], { SIEVE_INGESTER_WORKERS: "2" });
+    // The query workers loaded the newest index and its bloom blocks before the server
+    // listened (querier.queryReadyDays): the first needle reads no bloom block.
+    const first = await queryRange('{app="pino"} | trace_id="trace-7"');
+    expect(lines(first)).toHaveLength(3);
+    const gateway = first.stats.sieve?.bloomGateway as { blocksRead: number; cacheHits: number };
+    expect(gateway.blocksRead).toBe(0);
+    expect(gateway.cacheHits).toBeGreaterThan(0);
     await checkEveryEndpoint("store");
     const metrics = await (await fetch(new URL("/metrics", sieve.url))).text();
     // The workers' metrics reach /metrics, summed: both consumed the log's partitions.

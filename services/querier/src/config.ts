@@ -94,6 +94,12 @@ export interface QuerierConfig {
   /** Byte budget of the index segment cache (by encoded size). */
   readonly segmentCacheBytes: number;
   /**
+   * Days of index each query worker loads before it takes queries (the segments of the
+   * last `queryReadyDays` × 24 hours), with the bloom blocks they name (up to half the
+   * worker's bloom cache): Loki's `query_ready_num_days`. 0: everything is read at first use.
+   */
+  readonly queryReadyDays: number;
+  /**
    * Worker threads that run queries, one query each (see pool.ts); 0 runs them on the
    * main thread, unisolated (for debugging and benchmarks of the evaluation alone).
    */
@@ -135,6 +141,7 @@ export const DEFAULT_CONFIG: QuerierConfig = {
   multiTenantQueriesEnabled: false,
   chunkCacheBytes: 256 * 1024 * 1024,
   segmentCacheBytes: 64 * 1024 * 1024,
+  queryReadyDays: 1,
   workers: availableParallelism(),
   workerHeapMb: 1024,
   splitQueriesByIntervalMs: 3_600_000,
@@ -176,6 +183,8 @@ const SCHEMA = defineSchema({
     chunkCacheBytes:
       "byte budget of the LRU of fetched chunks (each with its decompressed symbol table), shared by every query",
     segmentCacheBytes: "byte budget of the LRU of decoded index segments (by their encoded size)",
+    queryReadyDays:
+      "days of index each query worker loads before it takes queries (the segments of the last N × 24 h), with their bloom blocks up to half its bloom cache (`query_ready_num_days`); 0 = read at first use",
     workers: "worker threads running queries, one query each; 0: on the main thread",
     workerHeapMb: "V8 heap cap of each query worker, MiB (a query past it gets a 400)",
     splitQueriesByIntervalMs:
@@ -219,6 +228,7 @@ function validate(config: QuerierConfig): void {
   checkRange("maxConcurrentFetches", config.maxConcurrentFetches, 1);
   checkRange("chunkCacheBytes", config.chunkCacheBytes, 1);
   checkRange("segmentCacheBytes", config.segmentCacheBytes, 1);
+  checkRange("queryReadyDays", config.queryReadyDays, 0, 31);
   checkRange("workers", config.workers, 0, 256);
   checkRange("workerHeapMb", config.workerHeapMb, 64);
   checkRange("tailMaxBufferedBytes", config.tailMaxBufferedBytes, 1);

@@ -41,6 +41,7 @@ import { parseQuery, parseSelector } from "./parse.js";
 import { readIndexStats, selectSeries, type IndexStats } from "./series.js";
 import type { QueryStats } from "./stats.js";
 import { runVolume, type VolumeData, type VolumeQuery } from "./volume.js";
+import { warmQuerier, type WarmOptions, type WarmReport } from "./warm.js";
 
 export { TopEntries } from "./logs.js";
 export type { LogQuery, LogResult, ResultEntry } from "./logs.js";
@@ -124,6 +125,11 @@ export class Querier {
           enabled: (tenant) => limitsFor(deps.config, tenant).deletionMode !== "disabled",
         }),
     };
+  }
+
+  /** Loads the last days of index and their bloom blocks before queries come (warm.ts). */
+  warm(tenants: readonly string[], options: WarmOptions): Promise<WarmReport> {
+    return warmQuerier(this.parts, tenants, options);
   }
 
   /**

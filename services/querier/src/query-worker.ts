@@ -5,7 +5,7 @@
  */
 import { MessageChannel, parentPort, type MessagePort } from "node:worker_threads";
 import { memoryMayHold } from "@sieve/kit";
-import { openStore } from "@sieve/storage";
+import { openStore, type ObjectStore } from "@sieve/storage";
 import { workerData } from "piscina";
 import type {
   ChunkFilter,
@@ -94,8 +94,7 @@ class PortCaller {
  * names them: a worker that does not need them starts ~250 ms sooner (measured: importing
  * `@sieve/bloom-gateway` alone takes 0.9 s, the querier and storage 0.65 s).
  */
-async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
-  const store = openStore(setup.store);
+async function build(setup: WorkerSetup, store: ObjectStore, caller: PortCaller): Promise<Querier> {
   let chunkFilter: ChunkFilter | undefined;
   if (setup.chunkFilter === "port") {
     chunkFilter = {
@@ -157,10 +156,41 @@ async function build(setup: WorkerSetup, caller: PortCaller): Promise<Querier> {
   });
 }
 
+/**
+ * Loads the last `queryReadyDays` × 24 hours of every tenant's index (the store's
+ * top-level prefixes) and their bloom blocks, for at most {@link WARM_MS}: a store that is slow or down delays
+ * the start that long and no more; the queries read what was not loaded.
+ */
+async function warm(querier: Querier, setup: WorkerSetup, store: ObjectStore): Promise<void> {
+  const days = setup.config.queryReadyDays;
+  if (days <= 0) return;
+  const { pino } = await import("pino");
+  const logger = pino({ level: setup.logLevel ?? "warn" });
+  const local = typeof setup.chunkFilter === "object" && "local" in setup.chunkFilter;
+  const signal = AbortSignal.timeout(WARM_MS);
+  try {
+    const prefixes = await store.listPrefixes("", { signal });
+    const tenants = prefixes.map((p) => p.slice(0, -1)).filter((t) => !t.startsWith("_"));
+    const report = await querier.warm(tenants, {
+      days,
+      bloomBytes: local ? Math.floor(setup.chunkFilter.local.cacheMaxBytes / 2) : 0,
+      signal,
+    });
+    logger.info(report, "query worker loaded the newest index");
+  } catch (error) {
+    logger.warn({ err: error }, "query worker could not load the newest index: read at first use");
+  }
+}
+
+/** The longest a query worker's start waits for its warm-up. */
+const WARM_MS = 10_000;
+
 const setup = workerData as WorkerSetup;
 const caller = new PortCaller();
-// Built while piscina loads this module: a worker takes no task before it is ready.
-const querier = await build(setup, caller);
+const store = openStore(setup.store);
+// Built and warmed while piscina loads this module: a worker takes no task before.
+const querier = await build(setup, store, caller);
+await warm(querier, setup, store);
 
 /** Runs one task (piscina calls the default export). */
 export default async function run(work: WorkerTask): Promise<QueryAnswer> {
