@@ -114,6 +114,11 @@ export interface ChunkFilter {
    * caller's thread), so the caller may tell them by identity; a client's are copies.
    */
   readonly answersWithSentRecords?: boolean;
+  /**
+   * Reads the bloom blocks at `keys` into memory ahead of queries, in order, until they
+   * hold `maxBytes`; answers how many of them it holds (a gateway in the caller's thread has it).
+   */
+  loadBlocks?(keys: readonly string[], maxBytes: number): Promise<number>;
 }
 
 /**

@@ -82,4 +82,28 @@ describe("BloomCache", () => {
       { numRuns: 60 },
     );
   });
+
+  test("load reads a block ahead once; its series are then answered from memory", async () => {
+    const cache = new BloomCache(store, { maxBytes: 64 << 20, maxBlockBytes: 64 << 20 });
+    const block = blocks[3]!;
+    const key = (block.series[0]!.bloom as { key: string }).key;
+    expect(cache.heldBytes(key)).toBe(0);
+    expect(await cache.load(key)).toBe(true);
+    expect(await cache.load(key)).toBe(true); // held: not read again
+    expect(cache.stats().blockLoads).toBe(1);
+    // Its bytes, and the index read from them.
+    expect(cache.heldBytes(key)).toBeGreaterThanOrEqual(block.size);
+    for (const series of block.series) {
+      const loc = series.bloom as { key: string; offset: number; length: number };
+      const got = await cache.get(loc, series.fingerprint);
+      expect(got.source).toBe("hit");
+    }
+    expect(cache.stats()).toMatchObject({ blockLoads: 1, misses: 0, hits: block.series.length });
+    // A block past the size bound is read record by record: nothing to load ahead.
+    const small = new BloomCache(store, { maxBytes: 64 << 20, maxBlockBytes: 100 });
+    expect(await small.load(key)).toBe(false);
+    expect(small.heldBytes(key)).toBe(0);
+    // A missing block is the caller's to skip.
+    await expect(cache.load("t/blooms/none")).rejects.toThrow();
+  });
 });

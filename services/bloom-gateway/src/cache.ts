@@ -172,20 +172,9 @@ export class BloomCache {
       this.hits++;
       return { bloom: this.cut(cached.block, location, fingerprint), source: "hit" };
     }
-    let load = this.pending.get(location.key);
-    let source: CacheSource = "inflight";
-    if (load === undefined) {
-      source = "miss";
-      load = this.loadBlock(location.key);
-      this.pending.set(location.key, load);
-      void load
-        .then((loaded) => {
-          // A block past the whole budget is answered but not kept (lru-cache refuses it).
-          if (loaded !== "records") this.lru.set(blockKey, { kind: "block", block: loaded });
-        })
-        .catch(() => undefined)
-        .finally(() => this.pending.delete(location.key));
-    }
+    const started = this.pending.get(location.key);
+    const source: CacheSource = started === undefined ? "miss" : "inflight";
+    const load = started ?? this.startLoad(location.key);
     const count = (): void => {
       if (source === "miss") this.misses++;
       else this.inflight++;
@@ -201,6 +190,38 @@ export class BloomCache {
     if (loaded === "records") return this.getRecord(location, fingerprint);
     count();
     return { bloom: this.cut(loaded, location, fingerprint), source };
+  }
+
+  /**
+   * Reads the block at `key` into memory ahead of use, unless it is held or read record by
+   * record; true when it is held after. Its series' blooms are decoded at first use.
+   * Throws a {@link BloomReadError} when it cannot be read.
+   */
+  async load(key: string): Promise<boolean> {
+    if (this.byRecord.has(key)) return false;
+    if (this.lru.has(`b\n${key}`)) return true;
+    const loaded = await (this.pending.get(key) ?? this.startLoad(key));
+    return loaded !== "records" && this.lru.has(`b\n${key}`);
+  }
+
+  /** Bytes the block at `key` holds now (0 when it is not held). */
+  heldBytes(key: string): number {
+    const entry = this.lru.peek(`b\n${key}`);
+    return entry?.kind === "block" ? entry.block.bytes : 0;
+  }
+
+  /** Starts the one read of the block at `key`; it is kept once read (single flight). */
+  private startLoad(key: string): Promise<BlockLoad> {
+    const load = this.loadBlock(key);
+    this.pending.set(key, load);
+    void load
+      .then((loaded) => {
+        // A block past the whole budget is answered but not kept (lru-cache refuses it).
+        if (loaded !== "records") this.lru.set(`b\n${key}`, { kind: "block", block: loaded });
+      })
+      .catch(() => undefined)
+      .finally(() => this.pending.delete(key));
+    return load;
   }
 
   /** The cache's counters now. */

@@ -799,3 +799,20 @@ describe("no false negatives with line n-grams", () => {
     expect(prunedByLine).toBeGreaterThan(0);
   });
 });
+
+describe("BloomGateway.loadBlocks", () => {
+  test("blocks loaded ahead answer the first request from memory, up to the bytes asked", async () => {
+    const first = await block(haystack(6, 2, 20));
+    const second = await block(haystack(6, 2, 20));
+    const keys = [first, second].map((s) => (s[0]!.bloom as { key: string }).key);
+    const g = gateway();
+    // Room for one block: the first is loaded and fills it, the second is not read.
+    expect(await g.loadBlocks(keys, 1)).toBe(1);
+    expect(g.cacheStats()).toMatchObject({ blockLoads: 1 });
+    const res = await g.filterChunkRefs(request('{app="api"} | trace_id="t-1-1-3"', first));
+    expect(res.stats).toMatchObject({ blocksRead: 0, cacheHits: 6 });
+    // A block that cannot be read is skipped; the others load.
+    expect(await g.loadBlocks(["team-a/blooms/none", ...keys], 1 << 30)).toBe(2);
+    expect(g.cacheStats()).toMatchObject({ blockLoads: 2 });
+  });
+});

@@ -283,6 +283,27 @@ export class BloomGateway implements ChunkFilter {
     return this.cache.stats();
   }
 
+  /**
+   * Reads the bloom blocks at `keys` into the cache ahead of queries, in order, until they
+   * hold `maxBytes` (the last may pass it); answers how many of them it holds. A block that cannot
+   * be read is left to the queries that need it.
+   */
+  async loadBlocks(keys: readonly string[], maxBytes: number): Promise<number> {
+    let loaded = 0;
+    let room = maxBytes;
+    for (const key of keys) {
+      try {
+        if (!(await this.cache.load(key))) continue;
+      } catch {
+        continue;
+      }
+      loaded++;
+      room -= this.cache.heldBytes(key);
+      if (room <= 0) break;
+    }
+    return loaded;
+  }
+
   /** Prunes `req`'s refs; see the class comment. Throws a {@link GatewayError} on a bad request. */
   async filterChunkRefs(req: FilterRequest): Promise<FilterResponse> {
     const started = performance.now();

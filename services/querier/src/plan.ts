@@ -118,6 +118,23 @@ async function loadSegment(
   return { series, labels, bytes: bytes.byteLength };
 }
 
+/**
+ * The segment at `key` from the cache, read and decoded once (see {@link loadSegment});
+ * undefined when it was deleted since it was listed.
+ */
+export async function cachedSegment(
+  parts: QuerierParts,
+  tenant: string,
+  key: string,
+): Promise<LoadedSegment | undefined> {
+  try {
+    return (await parts.segments.get(key, () => loadSegment(parts, tenant, key))).value;
+  } catch (error) {
+    if (error instanceof SegmentGone) return undefined;
+    throw error;
+  }
+}
+
 /** The series positions of `segment` by label name and value, made once. */
 function postingsOf(segment: LoadedSegment): Map<string, Map<string, number[]>> {
   if (segment.postings !== undefined) return segment.postings;
@@ -210,14 +227,9 @@ export async function readSeries(
     };
     const loaded = new Map<string, LoadedSegment>();
     const load = async (key: string): Promise<boolean> => {
-      try {
-        const { value } = await parts.segments.get(key, () => loadSegment(parts, tenant, key));
-        loaded.set(key, value);
-        return true;
-      } catch (error) {
-        if (error instanceof SegmentGone) return false;
-        throw error;
-      }
+      const value = await cachedSegment(parts, tenant, key);
+      if (value !== undefined) loaded.set(key, value);
+      return value !== undefined;
     };
     let keys = await list();
     // A segment deleted between the listing and its read was merged away by the compactor,
