@@ -204,51 +204,64 @@ export class FsObjectStore implements ObjectStore {
   }
 
   async listPrefixes(prefix: string, options?: CallOptions): Promise<string[]> {
-    validatePrefix(prefix);
-    checkSignal(options, "list", prefix);
-    if (!prefixCanMatch(prefix)) return [];
-    const slash = prefix.lastIndexOf("/");
-    const dirKey = slash >= 0 ? prefix.slice(0, slash) : "";
-    const rest = prefix.slice(slash + 1);
-    const dir = join(this.root, ...(dirKey === "" ? [] : dirKey.split("/")));
+    const at = this.locate(prefix, options);
+    if (at === undefined) return [];
     let entries;
     try {
-      entries = await readdir(dir, { withFileTypes: true });
+      entries = await readdir(at.dir, { withFileTypes: true });
     } catch (err) {
       if (hasCode(err, "ENOENT", "ENOTDIR")) return [];
       throw backend(`list ${prefix}`, err);
     }
     const out: string[] = [];
     for (const e of entries) {
-      if (!e.isDirectory() || e.name.startsWith(TEMP_PREFIX) || !e.name.startsWith(rest)) continue;
-      const key = dirKey === "" ? e.name : `${dirKey}/${e.name}`;
+      if (!e.isDirectory() || e.name.startsWith(TEMP_PREFIX) || !e.name.startsWith(at.rest)) {
+        continue;
+      }
+      const key = at.dirKey === "" ? e.name : `${at.dirKey}/${e.name}`;
       // A directory is a prefix only while it holds an object (S3 has no empty ones).
-      if ((await this.walk(`${key}/`, options, false)).length > 0) out.push(`${key}/`);
+      if ((await this.walk(`${key}/`, options, false, 1)).length > 0) out.push(`${key}/`);
     }
     return out.sort(compareUtf8);
   }
 
-  /** The files under `prefix`, sorted by key; stat'ed only when `info` is asked for. */
+  /**
+   * Where `prefix` lists from: the directory of its complete segments and the start of
+   * the names under it; undefined when no valid key can start with it (and it must not be
+   * joined: `..` would leave the root).
+   */
+  private locate(
+    prefix: string,
+    options: CallOptions | undefined,
+  ): { dir: string; dirKey: string; rest: string } | undefined {
+    validatePrefix(prefix);
+    checkSignal(options, "list", prefix);
+    if (!prefixCanMatch(prefix)) return undefined;
+    const slash = prefix.lastIndexOf("/");
+    const dirKey = slash >= 0 ? prefix.slice(0, slash) : "";
+    const rest = prefix.slice(slash + 1);
+    const dir = join(this.root, ...(dirKey === "" ? [] : dirKey.split("/")));
+    return { dir, dirKey, rest };
+  }
+
+  /**
+   * The files under `prefix`, sorted by key; stat'ed only when `info` is asked for; the
+   * first `limit` found (in no order) when given.
+   */
   private async walk(
     prefix: string,
     options: CallOptions | undefined,
     info: boolean,
+    limit = Infinity,
   ): Promise<ListedObject[]> {
-    validatePrefix(prefix);
-    checkSignal(options, "list", prefix);
-    // A directory part that no valid key can have lists nothing (and must not be joined:
-    // `..` would leave the root).
-    if (!prefixCanMatch(prefix)) return [];
-    const slash = prefix.lastIndexOf("/");
-    const dirKey = slash >= 0 ? prefix.slice(0, slash) : "";
-    const rest = prefix.slice(slash + 1);
-    const dirSegments = dirKey === "" ? [] : dirKey.split("/");
+    const at = this.locate(prefix, options);
+    if (at === undefined) return [];
     const out: ListedObject[] = [];
     // Explicit stack rather than recursion: depth is bounded by the key length anyway.
     const stack: { dir: string; key: string; filter: string }[] = [
-      { dir: join(this.root, ...dirSegments), key: dirKey, filter: rest },
+      { dir: at.dir, key: at.dirKey, filter: at.rest },
     ];
-    for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    for (let top = stack.pop(); top !== undefined && out.length < limit; top = stack.pop()) {
       checkSignal(options, "list", prefix);
       let entries;
       try {
