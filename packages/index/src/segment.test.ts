@@ -6,6 +6,7 @@ import { crc32c } from "@sieve/kit";
 import { FsObjectStore } from "@sieve/storage";
 import { afterAll, describe, expect, it } from "vitest";
 import { IndexError } from "./errors.js";
+import type { IndexedSeries } from "./reader.js";
 import fc from "fast-check";
 import {
   daysOverlapping,
@@ -412,6 +413,36 @@ describe("merging segments", () => {
           for (const s of alone) for (const c of s.chunks) expect(own.has(c)).toBe(true);
         },
       ),
+    );
+  });
+
+  it("indexes a segment that lists each series once as merge does (chunks ordered, each once)", () => {
+    const chunk = fc
+      .tuple(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 2 }), fc.nat(2))
+      .map(([h, len, sum]) => chunkAt(at(D, h), at(D, h + len), sum));
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.bigInt({ min: 1n, max: 50n }), { maxLength: 6 }),
+        fc.array(fc.array(chunk, { maxLength: 6 }), { minLength: 6, maxLength: 6 }),
+        fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }),
+        (fps, chunks, blocks) => {
+          const listed = [...fps]
+            .sort((a, b) => (a < b ? -1 : 1))
+            .map((fp, i) => series(fp, chunks[i]!, blocks[i]));
+          const segment: IndexSegment = { tenant: "t", day: D, series: listed };
+          // The first series listed again with no chunk: the segment takes merge's path.
+          const again = listed.slice(0, 1).map((s) => ({ ...s, chunks: [] }));
+          const merged: IndexSegment = { ...segment, series: [...listed, ...again] };
+          const shape = (all: IndexedSeries[]) =>
+            all.map((s) => [
+              s.fingerprint,
+              s.labels,
+              s.chunks.map((c) => [c.ref.from, c.ref.through, c.ref.checksum, c.bloom.kind]),
+            ]);
+          expect(shape(indexSegment("t", segment))).toEqual(shape(indexSegment("t", merged)));
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 });
