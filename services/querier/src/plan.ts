@@ -135,6 +135,25 @@ export async function cachedSegment(
   }
 }
 
+/**
+ * The keys of the tenant's segments of the days [from, through] touches, through the
+ * querier's listings cache (listings.ts); `signal` cancels the store's listing.
+ */
+export function listedSegments(
+  parts: QuerierParts,
+  tenant: string,
+  from: bigint,
+  through: bigint,
+  signal?: AbortSignal,
+): Promise<string[]> {
+  const store = {
+    list: (prefix: string) =>
+      parts.listings.list(prefix, () => parts.store.list(prefix, { signal })),
+    get: (key: string) => parts.store.get(key, { signal }),
+  };
+  return listSegments(store, tenant, from, through);
+}
+
 /** The series positions of `segment` by label name and value, made once. */
 function postingsOf(segment: LoadedSegment): Map<string, Map<string, number[]>> {
   if (segment.postings !== undefined) return segment.postings;
@@ -208,16 +227,10 @@ export async function readSeries(
   selectors?: readonly (readonly Matcher[])[],
 ): Promise<IndexedSeries[]> {
   return ctx.stats.time("index", async () => {
-    // The listing is this query's own (not a shared cache load): its deadline cancels it.
-    const { signal } = ctx;
-    const store = {
-      list: (prefix: string) =>
-        parts.listings.list(prefix, () => parts.store.list(prefix, { signal })),
-      get: (key: string) => parts.store.get(key, { signal }),
-    };
     const list = async (): Promise<string[]> => {
       try {
-        return await ctx.race(listSegments(store, tenant, from, through));
+        // The listing is this query's own (not a shared cache load): its deadline cancels it.
+        return await ctx.race(listedSegments(parts, tenant, from, through, ctx.signal));
       } catch (error) {
         if (error instanceof IndexError && error.code === "invalid_argument") {
           throw new QueryError("bad_request", error.message);

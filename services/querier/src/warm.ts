@@ -6,9 +6,8 @@
  * took 1–3). It loads through the caches alone, not through a query: the query path's
  * code and counters see only queries.
  */
-import { listSegments } from "@sieve/index";
 import type { QuerierParts } from "./context.js";
-import { cachedSegment } from "./plan.js";
+import { cachedSegment, listedSegments } from "./plan.js";
 
 const DAY_NS = 86_400_000_000_000n;
 
@@ -47,16 +46,11 @@ export async function warmQuerier(
   const nowNs = BigInt(options.nowMs ?? Date.now()) * 1_000_000n;
   const from = nowNs - BigInt(options.days) * DAY_NS;
   const { signal } = options;
-  const store = {
-    list: (prefix: string) =>
-      parts.listings.list(prefix, () => parts.store.list(prefix, { signal })),
-    get: (key: string) => parts.store.get(key, { signal }),
-  };
   const blocks = new Set<string>();
   let segments = 0;
   let series = 0;
   for (const tenant of tenants) {
-    for (const key of await listSegments(store, tenant, from, nowNs + DAY_NS)) {
+    for (const key of await listedSegments(parts, tenant, from, nowNs + DAY_NS, signal)) {
       signal?.throwIfAborted();
       const segment = await cachedSegment(parts, tenant, key);
       if (segment === undefined) continue;
