@@ -75,6 +75,11 @@ const FALLBACK_KEYS = 65_536;
 /** The smallest block worth a whole read: header, an empty index and the footer. */
 const MIN_BLOCK_BYTES = 40;
 
+/** The LRU key of a whole block (a single record's key starts with `r\n`). */
+function blockKey(key: string): string {
+  return `b\n${key}`;
+}
+
 /** A cache entry: a whole block, or one series' bloom read alone on the fallback path. */
 type Entry =
   | { readonly kind: "block"; readonly block: LoadedBlock }
@@ -143,7 +148,7 @@ export class BloomCache {
    */
   held(key: string): LoadedBlock | undefined {
     if (this.byRecord.has(key)) return undefined;
-    const cached = this.lru.get(`b\n${key}`);
+    const cached = this.lru.get(blockKey(key));
     return cached?.kind === "block" ? cached.block : undefined;
   }
 
@@ -166,8 +171,8 @@ export class BloomCache {
     fingerprint: bigint,
   ): Promise<{ bloom: BloomRecord; source: CacheSource }> {
     if (this.byRecord.has(location.key)) return this.getRecord(location, fingerprint);
-    const blockKey = `b\n${location.key}`;
-    const cached = this.lru.get(blockKey);
+    const entryKey = blockKey(location.key);
+    const cached = this.lru.get(entryKey);
     if (cached?.kind === "block") {
       this.hits++;
       return { bloom: this.cut(cached.block, location, fingerprint), source: "hit" };
@@ -199,14 +204,14 @@ export class BloomCache {
    */
   async load(key: string): Promise<boolean> {
     if (this.byRecord.has(key)) return false;
-    if (this.lru.has(`b\n${key}`)) return true;
+    if (this.lru.has(blockKey(key))) return true;
     const loaded = await (this.pending.get(key) ?? this.startLoad(key));
-    return loaded !== "records" && this.lru.has(`b\n${key}`);
+    return loaded !== "records" && this.lru.has(blockKey(key));
   }
 
   /** Bytes the block at `key` holds now (0 when it is not held). */
   heldBytes(key: string): number {
-    const entry = this.lru.peek(`b\n${key}`);
+    const entry = this.lru.peek(blockKey(key));
     return entry?.kind === "block" ? entry.block.bytes : 0;
   }
 
@@ -217,7 +222,7 @@ export class BloomCache {
     void load
       .then((loaded) => {
         // A block past the whole budget is answered but not kept (lru-cache refuses it).
-        if (loaded !== "records") this.lru.set(`b\n${key}`, { kind: "block", block: loaded });
+        if (loaded !== "records") this.lru.set(blockKey(key), { kind: "block", block: loaded });
       })
       .catch(() => undefined)
       .finally(() => this.pending.delete(key));
@@ -253,12 +258,12 @@ export class BloomCache {
       throw new BloomReadError("corrupt_bloom", error.message, { cause: error });
     }
     if (got.decodedNow) {
-      const blockKey = `b\n${location.key}`;
+      const entryKey = blockKey(location.key);
       // lru-cache sizes an entry when it is set: set a new holder to count what was decoded,
       // unless the block has been evicted meanwhile (it is not brought back).
-      const held = this.lru.peek(blockKey);
+      const held = this.lru.peek(entryKey);
       if (held?.kind === "block" && held.block === block)
-        this.lru.set(blockKey, { kind: "block", block });
+        this.lru.set(entryKey, { kind: "block", block });
     }
     return got.bloom;
   }
