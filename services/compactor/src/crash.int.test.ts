@@ -19,6 +19,7 @@ import {
   NS_PER_MS,
   danglingRefs,
   entries,
+  oneDayWindow,
   openTestStore,
   quiet,
   visibleLines,
@@ -29,6 +30,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const NOW_NS = BigInt(Date.now()) * NS_PER_MS;
 const DAY_NS = BigInt(DAY_MS) * NS_PER_MS;
 const ALL = [NOW_NS - 30n * DAY_NS, NOW_NS + DAY_NS] as const;
+/** Where day 0's flushes start: about 12 hours ago, their half hour on one UTC day. */
+const DAY0_NS = oneDayWindow(NOW_NS - 11n * HOUR_NS - 30n * 60_000_000_000n, 30n * 60_000_000_000n);
 const KILLS = 6;
 const RETENTION: RetentionConfig = {
   enabled: true,
@@ -75,11 +78,11 @@ async function killAfter(env: Record<string, string>, delayMs: number): Promise<
   return (out.match(/^begin /gm) ?? []).length > (out.match(/^run /gm) ?? []).length;
 }
 
-/** 4 days × 12 flushes of 3 apps, 12 hours before NOW minus the day; 3 orphan flushes. */
+/** 4 days × 12 flushes of 3 apps, about 12 hours before NOW minus the day; 3 orphan flushes. */
 async function writeData(store: ObjectStore): Promise<void> {
   for (let d = 0; d < 4; d++) {
     for (let f = 0; f < 12; f++) {
-      const base = NOW_NS - BigInt(d) * DAY_NS - 12n * HOUR_NS + BigInt(f) * 60_000_000_000n;
+      const base = DAY0_NS - BigInt(d) * DAY_NS + BigInt(f) * 60_000_000_000n;
       await writeFlush(
         store,
         "t",
@@ -138,7 +141,7 @@ describe.each(["fs", "s3"] as const)("a compactor killed at random points, over 
               labels: { app: "web" },
               entries: entries(
                 `web-0-${100 + k * 3 + f}`,
-                NOW_NS - 12n * HOUR_NS + BigInt(k * 3 + f) * 1_000_000_000n,
+                DAY0_NS + BigInt(k * 3 + f) * 1_000_000_000n,
                 1_000_000n,
                 4,
               ),

@@ -20,6 +20,7 @@ import {
   NS_PER_MS,
   danglingRefs,
   entries,
+  oneDayWindow,
   openTestStore,
   quiet,
   visibleLines,
@@ -30,6 +31,9 @@ const NOW = Date.now();
 const NOW_NS = BigInt(NOW) * NS_PER_MS;
 const DAY_NS = BigInt(DAY_MS) * NS_PER_MS;
 const ALL = [NOW_NS - 30n * DAY_NS, NOW_NS + DAY_NS] as const;
+/** Where day 0's data starts: 5 hours of it, on one UTC day, ending an hour or more ago. */
+const DAY0_NS = oneDayWindow(NOW_NS - HOUR_NS, 5n * HOUR_NS);
+const DAY0_END_MS = Number((DAY0_NS + 5n * HOUR_NS) / NS_PER_MS);
 
 function run(
   store: ObjectStore,
@@ -58,8 +62,8 @@ function run(
 }
 
 /**
- * `flushes` flushes a day for days `0..days-1` before NOW, each with streams `apps`: 12
- * lines an app, 1 to 6 hours before the day's NOW, 6 lines a chunk.
+ * `flushes` flushes a day for days `0..days-1` before day 0, each with streams `apps`: 12
+ * lines an app over 4.6 hours from the day's start of data, 6 lines a chunk.
  */
 async function writeDays(
   store: ObjectStore,
@@ -70,7 +74,7 @@ async function writeDays(
 ): Promise<void> {
   for (let d = 0; d < days; d++) {
     for (let f = 0; f < flushes; f++) {
-      const base = NOW_NS - BigInt(d) * DAY_NS - 6n * HOUR_NS + BigInt(f) * 60_000_000_000n;
+      const base = DAY0_NS - BigInt(d) * DAY_NS + BigInt(f) * 60_000_000_000n;
       await writeFlush(
         store,
         tenant,
@@ -78,7 +82,7 @@ async function writeDays(
           labels: { app, flush: String(f % 2) },
           entries: entries(`${app}-${d}-${f}`, base, 1_500_000_000_000n, 12),
         })),
-        { entriesPerChunk: 6, nowMs: NOW - d * DAY_MS - 3_600_000 },
+        { entriesPerChunk: 6, nowMs: DAY0_END_MS - d * DAY_MS },
       );
     }
   }
@@ -162,7 +166,7 @@ describe.each(stores)("compactor run over %s", (kind) => {
     );
     for (const s of index) {
       for (const c of s.chunks) {
-        // Chunks of day d end 1 to 6 hours before NOW - d days: expired once d ≥ the period.
+        // Chunks of day d end hours before NOW - d days: expired once d ≥ the period.
         if (c.ref.through < NOW_NS - BigInt(keptDays(s.labels)) * DAY_NS) expiredChunks.add(c.key);
         else
           expectedLines.push(...chunkLines.get(c.key)!.filter((l) => !expectedLines.includes(l)));
@@ -244,7 +248,10 @@ describe.each(stores)("compactor run over %s", (kind) => {
     const store = await fresh();
     await writeDays(store, "t", 1, 3, ["api"]);
     const live = await writeFlush(store, "t", [
-      { labels: { app: "api" }, entries: entries("live", NOW_NS - HOUR_NS, 1_000_000n, 6) },
+      {
+        labels: { app: "api" },
+        entries: entries("live", DAY0_NS + 4n * HOUR_NS + 50n * 60_000_000_000n, 1_000_000n, 6),
+      },
     ]);
     // A decided flush, as an ingester leaves it until the queue commit passes it: its
     // manifest (version 2, carrying the segments' bytes) listed in the ownership record.

@@ -31,6 +31,17 @@ export const NS_PER_MS = 1_000_000n;
 export const DAY_MS = 86_400_000;
 export const HOUR_NS = 3_600_000_000_000n;
 
+/**
+ * The start of `widthNs` of data that ends by `endNs` on one UTC day: on the end's day if
+ * it fits there, else ending just before that day's midnight. The index is written a
+ * segment per day, so data across midnight would double a test's segment counts when the
+ * suite runs in the hours after midnight.
+ */
+export function oneDayWindow(endNs: bigint, widthNs: bigint): bigint {
+  const midnight = BigInt(dayOf(endNs)) * BigInt(DAY_MS) * NS_PER_MS;
+  return endNs - widthNs >= midnight ? endNs - widthNs : midnight - widthNs - 1n;
+}
+
 /** A logger that says nothing (set SIEVE_TEST_LOG=debug to see the compactor's logs). */
 export const quiet = pino({ level: process.env.SIEVE_TEST_LOG ?? "silent" });
 
