@@ -46,6 +46,10 @@ sh scripts/cluster.sh install
 # (apps/sieve/src/promtool.int.test.ts): built from the Prometheus Go module into
 # .cache/promtool on first use (about 9 minutes on a cold Go cache, 15 s on a warm one).
 sh scripts/promtool.sh build
+# Loki's logcli, which the logcli tests run: built with Loki from the Go module proxy into
+# .cache/loki on first use (about 15 minutes cold), here rather than inside a test file,
+# whose worker would be blocked past vitest's 60-second RPC deadline.
+sh scripts/loki.sh build
 pnpm run vitest
 # The unit tests again on the Node the image runs (the Dockerfile's base), when the
 # machine's Node is another major version: that Node from the npm registry's `node` package
