@@ -23,7 +23,7 @@ import {
 
 /** Options of {@link ChunkBuilder}. */
 export interface ChunkBuilderOptions {
-  /** Uncompressed bytes at which a block is cut; default 256 KiB, at most 4 MiB. */
+  /** Uncompressed bytes at which a block is cut; default 64 KiB, at most 4 MiB. */
   blockTargetBytes?: number;
 }
 

@@ -6,7 +6,7 @@ import { crc32c } from "@sieve/kit";
 import type { Entry, MetadataPair } from "./entry.js";
 import { ChunkError } from "./errors.js";
 import type { ChunkErrorCode } from "./errors.js";
-import { MAX_BLOCK_RAW_BYTES, TRAILER_BYTES } from "./format.js";
+import { DEFAULT_BLOCK_TARGET_BYTES, MAX_BLOCK_RAW_BYTES, TRAILER_BYTES } from "./format.js";
 import { ChunkReader, decodeChunk } from "./reader.js";
 import { chunkKey } from "./ref.js";
 
@@ -273,8 +273,8 @@ describe("chunk round trip", () => {
     const enc = b.encode();
     const reader = new ChunkReader(enc.bytes);
     for (const blk of reader.blocks.slice(0, -1)) {
-      expect(blk.rawLength).toBeGreaterThanOrEqual(256 * 1024 * 0.98);
-      expect(blk.rawLength).toBeLessThan(256 * 1024 * 1.02);
+      expect(blk.rawLength).toBeGreaterThanOrEqual(DEFAULT_BLOCK_TARGET_BYTES * 0.98);
+      expect(blk.rawLength).toBeLessThan(DEFAULT_BLOCK_TARGET_BYTES * 1.02);
     }
     expect(estimate).toBeGreaterThanOrEqual(enc.bytes.byteLength * 0.9);
     expect(estimate).toBeLessThanOrEqual(enc.bytes.byteLength * 1.5);

@@ -9,6 +9,7 @@ import {
   tenantViews,
 } from "@sieve/config";
 import type { SectionLoader, SectionSources } from "@sieve/config";
+import { DEFAULT_BLOCK_TARGET_BYTES } from "@sieve/chunk";
 import type { BloomLayout } from "@sieve/index";
 
 /** Per-tenant bloom options; `overrides` may change them for one tenant. */
@@ -116,7 +117,7 @@ export const DEFAULT_CONFIG: IngesterConfig = {
   memoryBudgetBytes: 512 * 1024 * 1024,
   chunkTargetBytes: 1_572_864,
   chunkMaxUncompressedBytes: 8 * 1024 * 1024,
-  chunkBlockBytes: 262_144,
+  chunkBlockBytes: DEFAULT_BLOCK_TARGET_BYTES,
   chunkIdleMs: 30 * 60_000,
   chunkMaxAgeMs: 2 * 3_600_000,
   flushCheckIntervalMs: 10_000,

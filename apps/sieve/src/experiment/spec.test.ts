@@ -57,7 +57,7 @@ describe("parseSpec", () => {
         ngrams: ["off", { length: 4, skip: 0 }],
         tokens: [["key", "key=value", "prefixed"]],
         chunkTargetBytes: [1_572_864],
-        chunkBlockBytes: [262_144],
+        chunkBlockBytes: [65_536],
       },
     ]);
     expect(spec.queries).toMatchObject({ repetitions: 5, limit: 1000, cold: true, warm: true });

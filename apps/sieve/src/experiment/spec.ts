@@ -4,6 +4,7 @@
  * bad key by its path (`queries.shapes[1].fields`), so a typo never runs a long experiment
  * with a default.
  */
+import { DEFAULT_BLOCK_TARGET_BYTES } from "@sieve/chunk";
 import { parse as parseYaml } from "yaml";
 
 /** A metadata field of a generated dataset. */
@@ -362,7 +363,7 @@ function matrix(r: Reader): MatrixSpec {
     chunkTargetBytes: axis("chunkTargetBytes", [1_572_864], (p, v) =>
       checkNumber(p, v, 1024, 256 * 1024 * 1024),
     ),
-    chunkBlockBytes: axis("chunkBlockBytes", [262_144], (p, v) =>
+    chunkBlockBytes: axis("chunkBlockBytes", [DEFAULT_BLOCK_TARGET_BYTES], (p, v) =>
       checkNumber(p, v, 1024, 4 * 1024 * 1024),
     ),
   };
