@@ -41,7 +41,7 @@ import { parseQuery, parseSelector } from "./parse.js";
 import { readIndexStats, selectSeries, type IndexStats } from "./series.js";
 import type { QueryStats } from "./stats.js";
 import { runVolume, type VolumeData, type VolumeQuery } from "./volume.js";
-import { warmQuerier, type WarmOptions, type WarmReport } from "./warm.js";
+import { warmQuerier, type RehearsalRunner, type WarmOptions, type WarmReport } from "./warm.js";
 
 export { TopEntries } from "./logs.js";
 export type { LogQuery, LogResult, ResultEntry } from "./logs.js";
@@ -127,9 +127,26 @@ export class Querier {
     };
   }
 
-  /** Loads the last days of index and their bloom blocks before queries come (warm.ts). */
-  warm(tenants: readonly string[], options: WarmOptions): Promise<WarmReport> {
-    return warmQuerier(this.parts, tenants, options);
+  /**
+   * Loads the last days of index and their bloom blocks before queries come, then
+   * rehearses queries on `run` when given (warm.ts).
+   */
+  warm(
+    tenants: readonly string[],
+    options: WarmOptions,
+    run?: RehearsalRunner,
+  ): Promise<WarmReport> {
+    return warmQuerier(this.parts, tenants, options, run);
+  }
+
+  /**
+   * This querier over the same caches and gateway, without ingesters: what a warm-up's
+   * rehearsal queries run on (they must not call ingesters that are not serving yet).
+   */
+  withoutIngesters(): Querier {
+    const view = Object.create(this) as Querier;
+    Object.defineProperty(view, "parts", { value: { ...this.parts, ingesters: NO_INGESTERS } });
+    return view;
   }
 
   /**

@@ -158,8 +158,9 @@ async function build(setup: WorkerSetup, store: ObjectStore, caller: PortCaller)
 
 /**
  * Loads the last `queryReadyDays` × 24 hours of every tenant's index (the store's
- * top-level prefixes) and their bloom blocks, for at most {@link WARM_MS}: a store that is slow or down delays
- * the start that long and no more; the queries read what was not loaded.
+ * top-level prefixes) and their bloom blocks, then rehearses {@link REHEARSALS} rounds of
+ * queries on what it loaded, for at most {@link WARM_MS}: a store that is slow or down
+ * delays the start that long and no more; the queries read what was not loaded.
  */
 async function warm(querier: Querier, setup: WorkerSetup, store: ObjectStore): Promise<void> {
   const days = setup.config.queryReadyDays;
@@ -171,11 +172,17 @@ async function warm(querier: Querier, setup: WorkerSetup, store: ObjectStore): P
   try {
     const prefixes = await store.listPrefixes("", { signal });
     const tenants = prefixes.map((p) => p.slice(0, -1)).filter((t) => !t.startsWith("_"));
-    const report = await querier.warm(tenants, {
-      days,
-      bloomBytes: local ? Math.floor(setup.chunkFilter.local.cacheMaxBytes / 2) : 0,
-      signal,
-    });
+    const offline = querier.withoutIngesters();
+    const report = await querier.warm(
+      tenants,
+      {
+        days,
+        bloomBytes: local ? Math.floor(setup.chunkFilter.local.cacheMaxBytes / 2) : 0,
+        rehearsals: REHEARSALS,
+        signal,
+      },
+      (task) => handleQuery(offline, task),
+    );
     logger.info(report, "query worker loaded the newest index");
   } catch (error) {
     logger.warn({ err: error }, "query worker could not load the newest index: read at first use");
@@ -184,6 +191,8 @@ async function warm(querier: Querier, setup: WorkerSetup, store: ObjectStore): P
 
 /** The longest a query worker's start waits for its warm-up. */
 const WARM_MS = 10_000;
+/** Rounds of rehearsal queries in a warm-up (three a round; warm.ts). */
+const REHEARSALS = 20;
 
 const setup = workerData as WorkerSetup;
 const caller = new PortCaller();

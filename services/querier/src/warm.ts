@@ -4,9 +4,17 @@
  * blocks they name read into a gateway that runs in this thread. Without it the first
  * needle after a start read and decoded them itself (88 ms of execution where a later one
  * took 1–3). It loads through the caches alone, not through a query: the query path's
- * code and counters see only queries.
+ * counters see only queries.
+ *
+ * Then, optionally, it rehearses: a few needle queries on one series of what it loaded,
+ * run through the query handler with no ingesters, so that the code a query runs is
+ * compiled and optimised before the first real one (a worker's first needle otherwise
+ * spent 25 ms executing where the next took 1–3, JIT and lazy set-up).
  */
+import { ChunkReader } from "@sieve/chunk";
+import type { IndexedChunk } from "@sieve/index";
 import type { QuerierParts } from "./context.js";
+import type { QueryAnswer, QueryTask } from "./handler.js";
 import { cachedSegment, listedSegments } from "./plan.js";
 
 const DAY_NS = 86_400_000_000_000n;
@@ -18,6 +26,8 @@ export interface WarmReport {
   readonly series: number;
   /** Bloom blocks read (0 without a gateway in this thread). */
   readonly bloomBlocks: number;
+  /** Queries rehearsed, the lines their needles found, and the milliseconds they took. */
+  readonly rehearsed: Rehearsal;
   readonly ms: number;
 }
 
@@ -27,20 +37,34 @@ export interface WarmOptions {
   readonly days: number;
   /** Bytes of bloom blocks to hold at most, newest blocks first. */
   readonly bloomBytes: number;
+  /** Rounds of rehearsal queries (three a round: a selector, a present and an absent needle). */
+  readonly rehearsals?: number;
   /** Stops the warm-up; what it did not load is read at first use. */
   readonly signal?: AbortSignal;
   readonly nowMs?: number;
 }
 
+/** What a rehearsal ran. */
+export interface Rehearsal {
+  readonly queries: number;
+  readonly lines: number;
+  readonly ms: number;
+}
+
+/** Answers a task as a query worker does, with no ingesters (a querier's `withoutIngesters`). */
+export type RehearsalRunner = (task: QueryTask) => Promise<QueryAnswer>;
+
 /**
  * Loads the index of the last `days` × 24 hours of each of `tenants` (a name that holds
  * no index loads nothing), then, when the querier's gateway can load ahead, the bloom
- * blocks those segments name, newest first, up to `bloomBytes`. Store failures throw.
+ * blocks those segments name, newest first, up to `bloomBytes`; then rehearses on `run`
+ * when given. Store failures throw.
  */
 export async function warmQuerier(
   parts: QuerierParts,
   tenants: readonly string[],
   options: WarmOptions,
+  run?: RehearsalRunner,
 ): Promise<WarmReport> {
   const started = performance.now();
   const nowNs = BigInt(options.nowMs ?? Date.now()) * 1_000_000n;
@@ -49,6 +73,7 @@ export async function warmQuerier(
   const blocks = new Set<string>();
   let segments = 0;
   let series = 0;
+  let sample: Sample | undefined;
   for (const tenant of tenants) {
     for (const key of await listedSegments(parts, tenant, from, nowNs + DAY_NS, signal)) {
       signal?.throwIfAborted();
@@ -56,6 +81,10 @@ export async function warmQuerier(
       if (segment === undefined) continue;
       segments++;
       series += segment.series.length;
+      const chunk = segment.series[0]?.chunks.at(-1);
+      if (chunk !== undefined && (sample === undefined || chunk.ref.from > sample.chunk.ref.from)) {
+        sample = { tenant, labels: segment.labels[0]!, chunk };
+      }
       for (const s of segment.series) {
         for (const c of s.chunks) if (c.bloom.kind === "block") blocks.add(c.bloom.key);
       }
@@ -68,13 +97,93 @@ export async function warmQuerier(
     const newest = [...blocks].sort((a, b) => (lastPart(a) < lastPart(b) ? 1 : -1));
     bloomBlocks = await chunkFilter.loadBlocks(newest, options.bloomBytes);
   }
+  const rounds = options.rehearsals ?? 0;
+  const rehearsed =
+    run === undefined || sample === undefined || rounds <= 0
+      ? { queries: 0, lines: 0, ms: 0 }
+      : await rehearse(parts, sample, rounds, nowNs, run, signal);
   return {
     tenants: tenants.length,
     segments,
     series,
     bloomBlocks,
+    rehearsed,
     ms: performance.now() - started,
   };
+}
+
+/** The series rehearsals ask about: the newest chunk of a loaded segment's first series. */
+interface Sample {
+  readonly tenant: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly chunk: IndexedChunk;
+}
+
+/**
+ * `rounds` × three queries over the sample's chunk's range: its series' selector (limit
+ * 10), and under its first label a needle on the first metadata pair of its newest line
+ * (present) and the same pair with another value (absent). Answers are thrown away; a failed one ends
+ * the rehearsal (the queries will meet the same failure themselves).
+ */
+async function rehearse(
+  parts: QuerierParts,
+  sample: Sample,
+  rounds: number,
+  nowNs: bigint,
+  run: RehearsalRunner,
+  signal: AbortSignal | undefined,
+): Promise<Rehearsal> {
+  const started = performance.now();
+  const pairs = Object.entries(sample.labels).map(([n, v]) => `${n}=${JSON.stringify(v)}`);
+  if (pairs.length === 0) return { queries: 0, lines: 0, ms: 0 };
+  // The series itself (one chunk read and decoded), and needles under its first label,
+  // which may select many series (the bloom gateway's path).
+  const series = `{${pairs.join(", ")}}`;
+  const first = `{${pairs[0]!}}`;
+  const { ref, key } = sample.chunk;
+  const { value: reader } = await parts.chunks.get(key, () =>
+    parts.store.get(key).then((bytes) => new ChunkReader(bytes)),
+  );
+  const newest = reader.entries({ direction: "backward" }).next().value;
+  const pair = newest?.structuredMetadata[0];
+  const queries = [series];
+  if (pair !== undefined) {
+    queries.push(
+      `${first} | ${pair.name}=${JSON.stringify(pair.value)}`,
+      `${first} | ${pair.name}=${JSON.stringify(`${pair.value}-absent`)}`,
+    );
+  }
+  const form = (query: string): string =>
+    new URLSearchParams({
+      query,
+      start: String(ref.from),
+      end: String(ref.through + 1n),
+      limit: "10",
+      direction: "backward",
+    }).toString();
+  let ran = 0;
+  let lines = 0;
+  for (let i = 0; i < rounds * queries.length; i++) {
+    signal?.throwIfAborted();
+    const query = queries[i % queries.length]!;
+    const answer = await run({
+      route: "query_range",
+      form: form(query),
+      tenant: sample.tenant,
+      flags: [],
+      nowNs,
+    });
+    if (answer.status !== 200) break;
+    ran++;
+    if (query !== series) lines += countLines(answer.body);
+  }
+  return { queries: ran, lines, ms: performance.now() - started };
+}
+
+/** Lines in a query_range answer's streams. */
+function countLines(body: string): number {
+  const parsed = JSON.parse(body) as { data?: { result?: { values?: unknown[] }[] } };
+  return (parsed.data?.result ?? []).reduce((n, s) => n + (s.values?.length ?? 0), 0);
 }
 
 function lastPart(key: string): string {

@@ -1,0 +1,97 @@
+/**
+ * The warm-up's rehearsal (warm.ts): it runs real queries through the handler on what it
+ * loaded (the present needle finds its lines), on a querier that never asks the ingesters,
+ * and nothing when told no rounds.
+ */
+import type { Entry } from "@sieve/chunk";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { DEFAULT_CONFIG } from "./config.js";
+import type { IngesterQuerier } from "@sieve/proto";
+import { NO_INGESTERS } from "./deps.js";
+import { handleQuery } from "./handler.js";
+import { Querier } from "./querier.js";
+import { tempStore, writeFlush } from "./testdata.test-helper.js";
+import type { FsObjectStore } from "@sieve/storage";
+
+const NOW_MS = Date.UTC(2026, 10, 27, 12);
+const NOW = BigInt(NOW_MS) * 1_000_000n;
+const S = 1_000_000_000n;
+
+/** 30 lines a minute apart ending an hour ago, each trace id shared by 6 of them. */
+function lines(app: string): Entry[] {
+  return Array.from({ length: 30 }, (_, i) => ({
+    timestamp: NOW - 3600n * S - BigInt(29 - i) * 60n * S,
+    line: `${app} line ${i}`,
+    structuredMetadata: [{ name: "trace_id", value: `${app}-trace-${i % 5}` }],
+  }));
+}
+
+/** Ingesters that count the calls made to them. */
+function countingIngesters(): { ingesters: IngesterQuerier; calls: () => number } {
+  let calls = 0;
+  const counted = Object.fromEntries(
+    Object.entries(NO_INGESTERS).map(([name, method]) => [
+      name,
+      (...args: unknown[]) => {
+        calls++;
+        return (method as (...a: unknown[]) => unknown)(...args);
+      },
+    ]),
+  ) as unknown as IngesterQuerier;
+  return { ingesters: counted, calls: () => calls };
+}
+
+describe("the warm-up's rehearsal", () => {
+  let store: FsObjectStore;
+  let close: () => Promise<void>;
+  beforeAll(async () => {
+    ({ store, close } = await tempStore());
+    await writeFlush(
+      store,
+      "t",
+      ["api", "web"].map((app) => ({ labels: { app, env: "prod" }, entries: lines(app) })),
+      30,
+    );
+  });
+  afterAll(() => close());
+
+  test("runs needles that find their lines, without asking the ingesters", async () => {
+    const { ingesters, calls } = countingIngesters();
+    const querier = new Querier({ config: DEFAULT_CONFIG, store, ingesters });
+    const offline = querier.withoutIngesters();
+    const report = await querier.warm(
+      ["t"],
+      { days: 1, bloomBytes: 0, rehearsals: 4, nowMs: NOW_MS },
+      (task) => handleQuery(offline, task),
+    );
+    expect(report).toMatchObject({ tenants: 1, segments: 1, series: 2 });
+    // Three queries a round; the present needle finds the 6 lines of its trace each time.
+    expect(report.rehearsed).toMatchObject({ queries: 12, lines: 4 * 6 });
+    expect(calls()).toBe(0);
+    // The same querier asks its ingesters when a query runs on it, not on the view.
+    const answer = await handleQuery(querier, {
+      route: "query_range",
+      form: new URLSearchParams({
+        query: '{app="api"}',
+        start: String(NOW - 7200n * S),
+        end: String(NOW),
+      }).toString(),
+      tenant: "t",
+      flags: [],
+      nowNs: NOW,
+    });
+    expect(answer.status).toBe(200);
+    expect(calls()).toBeGreaterThan(0);
+  });
+
+  test("runs nothing with no rounds, or without a runner", async () => {
+    const querier = new Querier({ config: DEFAULT_CONFIG, store });
+    const offline = querier.withoutIngesters();
+    const options = { days: 1, bloomBytes: 0, nowMs: NOW_MS };
+    const none = await querier.warm(["t"], { ...options, rehearsals: 0 }, (task) =>
+      handleQuery(offline, task),
+    );
+    expect(none.rehearsed).toEqual({ queries: 0, lines: 0, ms: 0 });
+    expect((await querier.warm(["t"], { ...options, rehearsals: 3 })).rehearsed.queries).toBe(0);
+  });
+});
