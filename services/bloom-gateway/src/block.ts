@@ -104,6 +104,20 @@ export class LoadedBlock {
     return { bloom: got, decodedNow };
   }
 
+  /**
+   * Decodes every record not decoded yet (a damaged one is remembered as such, and fails its
+   * series at use); the block's bytes are dropped after. Answers how many it decoded.
+   */
+  decodeAll(): number {
+    let count = 0;
+    for (const [offset, entry] of this.records) {
+      if (this.decoded.has(offset)) continue;
+      this.decode(offset, entry);
+      count++;
+    }
+    return count;
+  }
+
   private decode(offset: number, entry: RecordEntry): BloomRecord | IndexError {
     // Present until every record is decoded, and this one is not yet.
     const raw = this.raw!;
