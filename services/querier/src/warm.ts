@@ -122,8 +122,9 @@ interface Sample {
 /**
  * `rounds` × three queries over the sample's chunk's range: its series' selector (limit
  * 10), and under its first label a needle on the first metadata pair of its newest line
- * (present) and the same pair with another value (absent). Answers are thrown away; a failed one ends
- * the rehearsal (the queries will meet the same failure themselves).
+ * (present) and the same pair with another value (absent). Answers are thrown away; a
+ * failed one ends the rehearsal (the queries will meet the same failure themselves), and
+ * so does the warm-up's signal: what was loaded stays loaded.
  */
 async function rehearse(
   parts: QuerierParts,
@@ -163,8 +164,7 @@ async function rehearse(
     }).toString();
   let ran = 0;
   let lines = 0;
-  for (let i = 0; i < rounds * queries.length; i++) {
-    signal?.throwIfAborted();
+  for (let i = 0; i < rounds * queries.length && signal?.aborted !== true; i++) {
     const query = queries[i % queries.length]!;
     const answer = await run({
       route: "query_range",
