@@ -130,10 +130,15 @@ function makeLine(rand: () => number, tsMs: number, stream: number): string {
   return line.length > target ? line.slice(0, target) : line;
 }
 
-/** The directory of a parameter set: `<root>/.cache/bench-query/<hash of params>`. */
+/**
+ * The directory of a parameter set: `<root>/.cache/bench-query/<hash of params>`. The
+ * ingester's chunk block size is in the hash too: the stored layout follows the default,
+ * and a changed default must not go on measuring the old one.
+ */
 export function datasetDir(root: string, params: DatasetParams): string {
+  const { chunkBlockBytes } = INGESTER_DEFAULTS;
   const hash = createHash("sha256")
-    .update(JSON.stringify({ GENERATOR_VERSION, ...params }))
+    .update(JSON.stringify({ GENERATOR_VERSION, chunkBlockBytes, ...params }))
     .digest("hex")
     .slice(0, 16);
   return join(root, ".cache", "bench-query", hash);
