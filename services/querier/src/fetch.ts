@@ -11,6 +11,24 @@ import { storeError, type PlannedChunk } from "./plan.js";
 import type { QueryStats } from "./stats.js";
 
 /**
+ * The chunk at `key` through the chunk cache, read and checked on a miss; `hit` says which.
+ * A store that is down is a 503, not a 500 ({@link storeError}).
+ */
+export function cachedChunk(
+  parts: QuerierParts,
+  key: string,
+): Promise<{ value: ChunkReader; hit: boolean }> {
+  return parts.chunks.get(key, () =>
+    parts.store.get(key).then(
+      (bytes) => new ChunkReader(bytes),
+      (error: unknown) => {
+        throw storeError(error);
+      },
+    ),
+  );
+}
+
+/**
  * Fetches chunks in the given order, `maxConcurrentFetches` ahead of the reader, through
  * the chunk cache. Stops starting fetches once `wanted` says a chunk cannot matter
  * (chunks are ordered so that every later one cannot either).
@@ -32,25 +50,16 @@ export async function* fetchInOrder(
       stopped = true;
       return;
     }
-    const p = parts.chunks
-      .get(planned.chunk.key, () =>
-        parts.store.get(planned.chunk.key).then(
-          (bytes) => new ChunkReader(bytes),
-          (error: unknown) => {
-            throw storeError(error); // a store that is down: 503, not 500
-          },
-        ),
-      )
-      .then(({ value, hit }) => {
-        stats.chunksFetched++;
-        parts.metrics?.chunksFetched.inc();
-        if (hit) stats.chunkCacheHits++;
-        else {
-          stats.bytesFetched += value.byteLength;
-          parts.metrics?.bytesFetched.inc(value.byteLength);
-        }
-        return { planned, reader: value };
-      });
+    const p = cachedChunk(parts, planned.chunk.key).then(({ value, hit }) => {
+      stats.chunksFetched++;
+      parts.metrics?.chunksFetched.inc();
+      if (hit) stats.chunkCacheHits++;
+      else {
+        stats.bytesFetched += value.byteLength;
+        parts.metrics?.bytesFetched.inc(value.byteLength);
+      }
+      return { planned, reader: value };
+    });
     p.catch(() => undefined); // awaited below; a reader that stops early leaves it behind
     pending.push(p);
   };

@@ -11,9 +11,9 @@
  * compiled and optimised before the first real one (a worker's first needle otherwise
  * spent 25 ms executing where the next took 1–3, JIT and lazy set-up).
  */
-import { ChunkReader } from "@sieve/chunk";
 import type { IndexedChunk } from "@sieve/index";
 import type { QuerierParts } from "./context.js";
+import { cachedChunk } from "./fetch.js";
 import type { QueryAnswer, QueryTask } from "./handler.js";
 import { cachedSegment, listedSegments } from "./plan.js";
 
@@ -142,9 +142,7 @@ async function rehearse(
   const series = `{${pairs.join(", ")}}`;
   const first = `{${pairs[0]!}}`;
   const { ref, key } = sample.chunk;
-  const { value: reader } = await parts.chunks.get(key, () =>
-    parts.store.get(key).then((bytes) => new ChunkReader(bytes)),
-  );
+  const { value: reader } = await cachedChunk(parts, key);
   const newest = reader.entries({ direction: "backward" }).next().value;
   const pair = newest?.structuredMetadata[0];
   const queries = [series];
