@@ -4,6 +4,7 @@ import { CountingBloomFilter } from "./counting.js";
 import { BloomError, type BloomErrorCode } from "./errors.js";
 import { deserializeFilter, serializeFilter, type AnyFilter } from "./format.js";
 import { PartitionedBloomFilter } from "./partitioned.js";
+import { RibbonFilter } from "./ribbon.js";
 import { ScalableBloomFilter } from "./scalable.js";
 import { traceIds } from "./testkeys.test-helper.js";
 
@@ -28,6 +29,7 @@ function samples(): [string, AnyFilter][] {
     ["partitioned", partitioned],
     ["counting", counting],
     ["scalable", scalable],
+    ["ribbon", RibbonFilter.fromKeys(keys.slice(0, 20), 0.01)],
   ];
 }
 
@@ -55,7 +57,7 @@ describe("filter format", () => {
   });
 
   it("round-trips large filters of every type", () => {
-    const filters: AnyFilter[] = [
+    const filters: Exclude<AnyFilter, RibbonFilter>[] = [
       BloomFilter.forCapacity(50_000, 0.01),
       PartitionedBloomFilter.forCapacity(50_000, 0.01),
       CountingBloomFilter.forCapacity(50_000, 0.01),
@@ -68,6 +70,10 @@ describe("filter format", () => {
       expect(answers(copy, many).every(Boolean)).toBe(true);
       expect(answers(copy, probes)).toEqual(answers(filter, probes));
     }
+    const ribbon = RibbonFilter.fromKeys(traceIds(50_000, 53), 0.01);
+    const copy = deserializeFilter(serializeFilter(ribbon));
+    expect(answers(copy, many).every(Boolean)).toBe(true);
+    expect(answers(copy, probes)).toEqual(answers(ribbon, probes));
   });
 
   it("keeps a scalable filter's parameters, growth state included", () => {

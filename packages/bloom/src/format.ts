@@ -4,7 +4,7 @@
  *   offset  size  field
  *   0       4     magic "SVBF"
  *   4       1     version = 1
- *   5       1     type: 1 classic, 2 partitioned, 3 scalable, 4 counting
+ *   5       1     type: 1 classic, 2 partitioned, 3 scalable, 4 counting, 5 ribbon
  *   6       2     reserved, 0
  *   8       …     body, by type (below)
  *   end-4   4     CRC-32C (Castagnoli) of every byte before it
@@ -15,6 +15,9 @@
  *   scalable     f64 fp, f64 tighteningRatio, f64 growth, f64 fillRatio, f64 maxBytes
  *                (+Infinity when unbounded), u32 initialCapacity, u32 filter count; then each
  *                filter, oldest first, as a partitioned body (without header or checksum)
+ *   ribbon       u32 slots, u8 fingerprint bits r, 3 reserved; u32 seed; then the slots'
+ *                values, r bits each, packed from bit 0 of byte 0 (slot i is bits
+ *                [i·r, (i+1)·r) of the stream, each byte filled from its low bit)
  *
  * Bit arrays are 32-bit words in little-endian order: bit p of the filter is bit (p mod 8)
  * of byte p/8. Decoding reads the shape, checks that the length is exactly what the shape
@@ -26,11 +29,12 @@ import { BloomFilter } from "./classic.js";
 import { CountingBloomFilter } from "./counting.js";
 import { BloomError } from "./errors.js";
 import { PartitionedBloomFilter } from "./partitioned.js";
+import { RibbonFilter } from "./ribbon.js";
 import { ScalableBloomFilter } from "./scalable.js";
 
 /** Any filter the format can hold. */
 export type AnyFilter =
-  BloomFilter | PartitionedBloomFilter | ScalableBloomFilter | CountingBloomFilter;
+  BloomFilter | PartitionedBloomFilter | ScalableBloomFilter | CountingBloomFilter | RibbonFilter;
 
 /** "SVBF" read as a little-endian u32. */
 const MAGIC = 0x46425653;
@@ -41,7 +45,9 @@ const TRAILER = 4;
 const SHAPE = 8;
 const SCALABLE_PARAMS = 48;
 
-const TYPE = { classic: 1, partitioned: 2, scalable: 3, counting: 4 } as const;
+const TYPE = { classic: 1, partitioned: 2, scalable: 3, counting: 4, ribbon: 5 } as const;
+/** A ribbon body's seed, after its shape. */
+const SEED = 4;
 
 /** Serialises any filter to its version-1 bytes. */
 export function serializeFilter(filter: AnyFilter): Uint8Array {
@@ -53,6 +59,11 @@ export function serializeFilter(filter: AnyFilter): Uint8Array {
   }
   if (filter instanceof CountingBloomFilter) {
     return envelope(TYPE.counting, [shape(filter.counters, filter.hashes), filter.nibbles]);
+  }
+  if (filter instanceof RibbonFilter) {
+    const seed = new Uint8Array(SEED);
+    new DataView(seed.buffer).setUint32(0, filter.seed, true);
+    return envelope(TYPE.ribbon, [shape(filter.slots, filter.bits), seed, packed(filter)]);
   }
   const p = filter.parameters;
   const params = new DataView(new ArrayBuffer(SCALABLE_PARAMS));
@@ -129,6 +140,11 @@ function measure(view: DataView, type: number): Layout {
       return { shapes: [HEADER], end: shapeAt(HEADER, (counters) => Math.ceil(counters / 2)) };
     case TYPE.partitioned:
       return { shapes: [HEADER], end: shapeAt(HEADER, partitionedBytes) };
+    case TYPE.ribbon:
+      return {
+        shapes: [HEADER],
+        end: shapeAt(HEADER, (slots, bits) => SEED + Math.ceil((slots * bits) / 8)),
+      };
     case TYPE.scalable: {
       need(HEADER, SCALABLE_PARAMS);
       const count = view.getUint32(HEADER + 44, true);
@@ -163,6 +179,14 @@ function build(bytes: Uint8Array, view: DataView, type: number, layout: Layout):
     }
     case TYPE.partitioned:
       return partitionedAt(bytes, view, first);
+    case TYPE.ribbon: {
+      const slots = view.getUint32(first, true);
+      const bits = view.getUint8(first + 4);
+      const seed = view.getUint32(first + SHAPE, true);
+      if (bits < 1 || bits > 16) throw new BloomError("corrupt", `fingerprint bits ${bits}`);
+      const values = unpacked(bytes.subarray(first + SHAPE + SEED), slots, bits);
+      return new RibbonFilter({ slots, bits, seed }, values);
+    }
     default: {
       const options = {
         fp: view.getFloat64(HEADER, true),
@@ -184,6 +208,46 @@ function partitionedAt(bytes: Uint8Array, view: DataView, offset: number): Parti
   if (sliceBits % 32 !== 0) throw new BloomError("corrupt", `slice bits ${sliceBits}`);
   const words = wordsAt(bytes, offset + SHAPE, (hashes * sliceBits) / 32);
   return new PartitionedBloomFilter({ hashes, sliceBits }, words);
+}
+
+/** A ribbon filter's values, r bits each, as one little-endian bit stream. */
+function packed(filter: RibbonFilter): Uint8Array {
+  const { values, bits } = filter;
+  const out = new Uint8Array(filter.byteLength);
+  let acc = 0;
+  let held = 0;
+  let n = 0;
+  for (let i = 0; i < values.length; i++) {
+    acc |= values[i]! << held;
+    held += bits;
+    while (held >= 8) {
+      out[n++] = acc & 0xff;
+      acc >>>= 8;
+      held -= 8;
+    }
+  }
+  if (held > 0) out[n] = acc & 0xff;
+  return out;
+}
+
+/** The inverse of {@link packed}: `slots` values of `bits` bits from `bytes`. */
+function unpacked(bytes: Uint8Array, slots: number, bits: number): Uint8Array | Uint16Array {
+  const values = bits <= 8 ? new Uint8Array(slots) : new Uint16Array(slots);
+  const mask = 2 ** bits - 1;
+  let acc = 0;
+  let held = 0;
+  let n = 0;
+  for (let i = 0; i < slots; i++) {
+    while (held < bits) {
+      acc |= bytes[n++]! << held;
+      held += 8;
+    }
+    values[i] = acc & mask;
+    acc >>>= bits;
+    held -= bits;
+  }
+  if (acc !== 0) throw new BloomError("corrupt", "padding bits after the last value");
+  return values;
 }
 
 function partitionedBytes(sliceBits: number, hashes: number): number {

@@ -1,6 +1,6 @@
 /**
  * Bloom filters for Sieve, usable on their own: classic, partitioned, scalable and counting
- * filters hashed once per key with xxhash64, a limiter of distinct items per interval, a
+ * filters and a static ribbon filter, hashed once per key with xxhash64, a limiter of distinct items per interval, a
  * filter shareable between worker threads, and one versioned, checksummed binary format.
  */
 export {
@@ -16,6 +16,8 @@ export type { PartitionedShape } from "./partitioned.js";
 export { ScalableBloomFilter, SCALABLE_DEFAULTS } from "./scalable.js";
 export type { ScalableOptions, ScalableParameters, AddResult } from "./scalable.js";
 export { CountingBloomFilter, SATURATED } from "./counting.js";
+export { RibbonFilter, RIBBON_MIN_RATE, RIBBON_WIDTH } from "./ribbon.js";
+export type { RibbonShape } from "./ribbon.js";
 export type { CountingShape } from "./counting.js";
 export { Limiter } from "./limiter.js";
 export type { LimiterOptions } from "./limiter.js";
