@@ -9,9 +9,11 @@ export interface TestableFilter {
 
 /**
  * Whether the series whose bloom is `filter` may hold a line with structured metadata
- * `name=value`: false means certainly not, for every chunk the bloom covers. Both tokens
- * the pair added are tested (`name=value`, then `name`), which only lowers the
- * false-positive rate. Pass `undefined` for a missing bloom: the answer is then true.
+ * `name=value`, by its unprefixed tokens: false means certainly not, for every chunk the
+ * bloom covers. Both tokens the pair added are tested (`name=value`, then `name`), which
+ * only lowers the false-positive rate. Pass `undefined` for a missing bloom: the answer is
+ * then true. A bloom whose chunks are all prefixed holds no unprefixed tokens (since the
+ * ribbon layout): ask {@link bloomMayContain} for any bloom.
  */
 export function seriesMayContain(
   filter: TestableFilter | undefined,
@@ -28,9 +30,27 @@ export function seriesMayContainName(filter: TestableFilter | undefined, name: s
 }
 
 /**
+ * Whether some chunk a bloom covers may hold `name=value`, as the bloom gateway asks: a
+ * bloom whose chunks are all prefixed by chunk, the others by the series' tokens.
+ */
+export function bloomMayContain(
+  bloom: { readonly filter: TestableFilter; readonly chunks: readonly CoveredChunk[] } | undefined,
+  name: string,
+  value: string,
+): boolean {
+  if (bloom === undefined) return true;
+  const { filter, chunks } = bloom;
+  if (chunks.length > 0 && chunks.every((c) => c.prefixed)) {
+    return chunks.some((c) => chunkMayContain(filter, c, name, value));
+  }
+  return seriesMayContain(filter, name, value);
+}
+
+/**
  * Whether `chunk`, one of the chunks the bloom covers, may hold `name=value`. Chunks
  * without prefixed tokens (the bloom's only chunk, or one whose tokens overflowed) get the
- * series answer; the others are tested with their 20-byte prefix.
+ * series answer; the others are tested with their 20-byte prefix alone (a bloom whose
+ * chunks are all prefixed holds nothing else).
  */
 export function chunkMayContain(
   filter: TestableFilter | undefined,
@@ -38,8 +58,7 @@ export function chunkMayContain(
   name: string,
   value: string,
 ): boolean {
-  if (!seriesMayContain(filter, name, value)) return false;
-  if (filter === undefined || !chunk.prefixed) return true;
+  if (filter === undefined || !chunk.prefixed) return seriesMayContain(filter, name, value);
   const prefix = chunkPrefix(chunk);
   return (
     filter.test(prefixToken(prefix, `${name}=${value}`)) && filter.test(prefixToken(prefix, name))
@@ -53,6 +72,6 @@ export function chunkMayContainToken(
   token: string,
 ): boolean {
   if (filter === undefined) return true;
-  if (!filter.test(token)) return false;
-  return !chunk.prefixed || filter.test(prefixToken(chunkPrefix(chunk), token));
+  if (!chunk.prefixed) return filter.test(token);
+  return filter.test(prefixToken(chunkPrefix(chunk), token));
 }

@@ -3,6 +3,7 @@ import { ChunkBuilder } from "@sieve/chunk";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  bloomMayContain,
   chunkMayContain,
   chunkMayContainToken,
   seriesMayContain,
@@ -10,7 +11,13 @@ import {
 } from "./bloomtest.js";
 import { SeriesBloomBuilder, type CoveredChunk, type SeriesBloom } from "./builder.js";
 import { IndexError } from "./errors.js";
-import { lineNgrams, type ChunkIdentity, type MetadataPair } from "./tokens.js";
+import {
+  chunkPrefix,
+  lineNgrams,
+  prefixToken,
+  type ChunkIdentity,
+  type MetadataPair,
+} from "./tokens.js";
 
 function okFilter(bloom: SeriesBloom | undefined): TestableFilter {
   if (bloom?.status !== "ok")
@@ -43,7 +50,7 @@ describe("SeriesBloomBuilder", () => {
         fc.array(arbChunk, { minLength: 1, maxLength: 6 }),
         fc.integer({ min: 1, max: 4 }),
         fc.integer({ min: 0, max: 40 }),
-        fc.constantFrom("exact" as const, "scalable" as const),
+        fc.constantFrom("ribbon" as const, "exact" as const, "scalable" as const),
         (chunks, chunksPerFlush, maxChunkTokens, layout) => {
           const builder = new SeriesBloomBuilder({ maxChunkTokens, cacheSize: 3, layout });
           const blooms: { bloom: SeriesBloom; entries: MetadataPair[][][] }[] = [];
@@ -63,7 +70,8 @@ describe("SeriesBloomBuilder", () => {
             entries.forEach((chunkEntries, j) => {
               const covered: CoveredChunk = bloom.chunks[j]!;
               for (const { name, value } of chunkEntries.flat()) {
-                expect(seriesMayContain(filter, name, value)).toBe(true);
+                const asked = filter === undefined ? undefined : { filter, chunks: bloom.chunks };
+                expect(bloomMayContain(asked, name, value)).toBe(true);
                 expect(chunkMayContain(filter, covered, name, value)).toBe(true);
               }
             });
@@ -80,7 +88,7 @@ describe("SeriesBloomBuilder", () => {
         fc.array(arbChunk, { minLength: 1, maxLength: 5 }),
         fc.integer({ min: 1, max: 3 }),
         fc.integer({ min: 0, max: 40 }),
-        fc.constantFrom("exact" as const, "scalable" as const),
+        fc.constantFrom("ribbon" as const, "exact" as const, "scalable" as const),
         fc.boolean(),
         (chunks, chunksPerFlush, maxChunkTokens, layout, keysOnly) => {
           const options = {
@@ -178,16 +186,20 @@ describe("SeriesBloomBuilder", () => {
     expect(seriesMayContain(okFilter(builder.finish()), "trace_id", "x")).toBe(true);
   });
 
-  it("drops an exact-size bloom past maxBloomBytes too", () => {
-    const builder = new SeriesBloomBuilder({ maxBloomBytes: 1 << 20 });
-    for (let i = 0; i < 20_000; i++) builder.add([{ name: "trace_id", value: String(i) }]);
-    builder.cut(chunk(1));
-    const small = new SeriesBloomBuilder({ maxBloomBytes: 20_000 });
-    for (let i = 0; i < 20_000; i++) small.add([{ name: "trace_id", value: String(i) }]);
-    small.cut(chunk(1));
-    expect(builder.finish()?.status).toBe("ok");
-    expect(small.finish()).toMatchObject({ status: "missing", reason: "too_large" });
-  });
+  it.each(["ribbon", "exact"] as const)(
+    "drops a %s bloom built at finish past maxBloomBytes too",
+    (layout) => {
+      // 20,001 tokens: 18.9 KB as a ribbon filter, 24 KB as a Bloom filter.
+      const builder = new SeriesBloomBuilder({ maxBloomBytes: 1 << 20, layout });
+      for (let i = 0; i < 20_000; i++) builder.add([{ name: "trace_id", value: String(i) }]);
+      builder.cut(chunk(1));
+      const small = new SeriesBloomBuilder({ maxBloomBytes: 18_000, layout });
+      for (let i = 0; i < 20_000; i++) small.add([{ name: "trace_id", value: String(i) }]);
+      small.cut(chunk(1));
+      expect(builder.finish()?.status).toBe("ok");
+      expect(small.finish()).toMatchObject({ status: "missing", reason: "too_large" });
+    },
+  );
 
   it("indexes line n-grams, chunk-prefixed, when enabled", () => {
     const ngrams = { length: 4, skip: 0 };
@@ -246,19 +258,39 @@ describe("SeriesBloomBuilder", () => {
     expect(serializeFilter(bloom.filter).length).toBeLessThan(200);
   });
 
-  it("writes the scalable filter as is with the scalable layout (Loki's), exact-size by default", () => {
-    const sizes = (["exact", "scalable"] as const).map((layout) => {
-      const builder = new SeriesBloomBuilder({ layout });
-      for (let i = 0; i < 100; i++) builder.add([{ name: "trace_id", value: `t${i}` }]);
+  it("writes a ribbon filter by default, a Bloom filter of exact size or the scalable filter as is when asked", () => {
+    const built = ([undefined, "ribbon", "exact", "scalable"] as const).map((layout) => {
+      const builder = new SeriesBloomBuilder(layout === undefined ? {} : { layout });
+      for (let i = 0; i < 1000; i++) builder.add([{ name: "trace_id", value: `t${i}` }]);
       builder.cut(chunk(1));
-      const filter = okFilter(builder.finish());
-      expect(filter.constructor.name).toBe(
-        layout === "exact" ? "PartitionedBloomFilter" : "ScalableBloomFilter",
-      );
-      return serializeFilter(filter as Parameters<typeof serializeFilter>[0]).length;
+      const bloom = builder.finish();
+      if (bloom?.status !== "ok") throw new Error("expected a bloom");
+      return [bloom.filter.constructor.name, serializeFilter(bloom.filter).length] as const;
     });
-    // The scalable filter's first slice is sized for 1,024 tokens whatever arrives.
-    expect(sizes[1]! / sizes[0]!).toBeGreaterThan(5);
+    expect(built.map(([name]) => name)).toEqual([
+      "RibbonFilter",
+      "RibbonFilter",
+      "PartitionedBloomFilter",
+      "ScalableBloomFilter",
+    ]);
+    const [, ribbon, exact, scalable] = built.map(([, size]) => size);
+    // 1,001 tokens at fp 0.01: 7 bits a slot, 8% spare slots, against 9.6 bits a token.
+    expect(ribbon! / exact!).toBeLessThan(0.82);
+    // The scalable filter's first slice is sized for 1,024 tokens whatever arrives, at fp·(1−r).
+    expect(scalable! / exact!).toBeGreaterThan(1.2);
+  });
+
+  it("writes a Bloom filter where a ribbon filter would be bigger: a few tokens, or a rate below 2^-16", () => {
+    const names = [
+      [3, 0.01],
+      [1000, 0.000001],
+    ].map(([tokens, fp]) => {
+      const builder = new SeriesBloomBuilder({ filter: { fp: fp! } });
+      for (let i = 0; i < tokens!; i++) builder.add([{ name: "trace_id", value: `t${i}` }]);
+      builder.cut(chunk(1));
+      return okFilter(builder.finish()).constructor.name;
+    });
+    expect(names).toEqual(["PartitionedBloomFilter", "PartitionedBloomFilter"]);
   });
 
   it("writes only the metadata tokens and chunk prefixes asked for, and says which", () => {
@@ -272,8 +304,15 @@ describe("SeriesBloomBuilder", () => {
       if (bloom?.status !== "ok") throw new Error("expected a bloom");
       return bloom;
     };
+    // Tokens of the first chunk, prefixed as its chunk test asks when the bloom prefixes it.
     const present = (bloom: ReturnType<typeof build>, token: (i: number) => string) =>
-      Array.from({ length: 50 }, (_, i) => bloom.filter.test(token(i))).filter(Boolean).length;
+      Array.from({ length: 50 }, (_, i) =>
+        bloom.filter.test(
+          bloom.chunks[0]!.prefixed
+            ? prefixToken(chunkPrefix(bloom.chunks[0]!), token(i))
+            : token(i),
+        ),
+      ).filter(Boolean).length;
     const all = build({});
     expect(all.metadataTokens).toEqual({ keys: true, values: true });
     expect(all.chunks.map((c) => c.prefixed)).toEqual([true, true]);

@@ -1,6 +1,9 @@
 import {
+  hashKey,
   lastHash,
   PartitionedBloomFilter,
+  RibbonFilter,
+  RIBBON_MIN_RATE,
   ScalableBloomFilter,
   type ScalableOptions,
 } from "@sieve/bloom";
@@ -35,9 +38,12 @@ export interface SeriesBloomOptions {
   /** Recently seen tokens remembered once a chunk's set has overflowed (4096). */
   readonly cacheSize?: number;
   /**
-   * `exact` (default): at finish the bloom is rebuilt as one filter sized for exactly its
-   * tokens. `scalable`: the scalable filter grown as entries arrived is written as is, as
-   * Loki's blooms are (bigger; kept for experiments that compare the two).
+   * `ribbon` (default): at finish the bloom is built as one ribbon filter of exactly its
+   * tokens (a Bloom filter when that is smaller, a few dozen tokens or fewer, or when the
+   * rate is below the ribbon's 2^-16). `exact`: one
+   * Bloom filter sized for exactly its tokens. `scalable`: the scalable filter grown as
+   * entries arrived is written as is, as Loki's blooms are (bigger; kept for experiments
+   * that compare them).
    */
   readonly layout?: BloomLayout;
   /** Which metadata tokens go in (both by default); recorded with the bloom. */
@@ -50,7 +56,10 @@ export interface SeriesBloomOptions {
 }
 
 /** How a finished bloom's bits are laid out: see {@link SeriesBloomOptions.layout}. */
-export type BloomLayout = "exact" | "scalable";
+export type BloomLayout = "ribbon" | "exact" | "scalable";
+
+/** The filters a {@link SeriesBloom} can hold. */
+export type SeriesFilter = PartitionedBloomFilter | ScalableBloomFilter | RibbonFilter;
 
 /** A chunk a bloom covers; `prefixed` says whether its chunk-prefixed tokens are in the bloom. */
 export interface CoveredChunk extends ChunkIdentity {
@@ -77,10 +86,10 @@ export type SeriesBloom =
   | {
       readonly status: "ok";
       /**
-       * Usually a partitioned filter sized for exactly the tokens it holds; the scalable
+       * Usually a ribbon or partitioned filter of exactly the tokens it holds; the scalable
        * filter filled on arrival when a chunk's token set overflowed.
        */
-      readonly filter: PartitionedBloomFilter | ScalableBloomFilter;
+      readonly filter: SeriesFilter;
       readonly chunks: readonly CoveredChunk[];
       /** The line n-grams the filter holds besides metadata tokens; none when undefined. */
       readonly ngrams: NgramOptions | undefined;
@@ -132,8 +141,10 @@ const PAIR_KEY_IDS = 2 ** 26;
  *
  * Chunk-prefixed tokens need the chunk's checksum, known only at cut. They are made from
  * each chunk's stored token bytes at finish, and only when the bloom covers two chunks or
- * more: for a bloom of one chunk they say nothing the unprefixed tokens do not. docs/formats.md
- * ("Bloom blocks") has the measurements behind this choice.
+ * more: for a bloom of one chunk they say nothing the unprefixed tokens do not. A bloom
+ * rebuilt at finish whose chunks are all prefixed holds only the prefixed tokens (the
+ * unprefixed ones would double it to say what they already say). docs/formats.md ("Bloom
+ * blocks") has the measurements behind these choices.
  */
 export class SeriesBloomBuilder {
   /** Counters since construction. */
@@ -177,7 +188,7 @@ export class SeriesBloomBuilder {
     const maxBloomBytes = options.maxBloomBytes ?? DEFAULT_MAX_BLOOM_BYTES;
     this.maxChunkTokens = options.maxChunkTokens ?? DEFAULT_MAX_CHUNK_TOKENS;
     this.cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
-    this.layout = options.layout ?? "exact";
+    this.layout = options.layout ?? "ribbon";
     this.metadataTokens = options.metadataTokens ?? ALL_METADATA_TOKENS;
     this.prefixed = options.prefixed ?? true;
     if (!(maxBloomBytes > 0))
@@ -290,10 +301,10 @@ export class SeriesBloomBuilder {
     this.cut_ = [];
     const prefixAll = cut.length > 1 && this.prefixed;
     const complete = cut.every((c) => c.tokens !== undefined);
-    let filter: PartitionedBloomFilter | ScalableBloomFilter | undefined = this.filter;
+    let filter: SeriesFilter | undefined = this.filter;
     let missing = this.missing;
     if (missing === undefined) {
-      if (complete && this.layout === "exact") {
+      if (complete && this.layout !== "scalable") {
         filter = this.exact(cut, prefixAll);
         if (filter === undefined) missing = "too_large";
       } else {
@@ -335,33 +346,71 @@ export class SeriesBloomBuilder {
   }
 
   /**
-   * The bloom of `cut`, rebuilt as one partitioned filter sized for exactly its tokens, or
-   * undefined past maxBloomBytes. Measured on lines of 200 bytes whose trace_id is shared by
-   * 10 lines (bench/index.ts): the scalable filter written as is takes 1.0–4.5% of the
+   * The bloom of `cut`, rebuilt as one filter of exactly its tokens (a ribbon filter, or a
+   * partitioned Bloom filter when that is smaller or the layout is `exact`), or undefined
+   * past maxBloomBytes. Measured on lines of 200 bytes whose trace_id is shared by 10 lines
+   * (bench/index.ts): the scalable filter written as is takes 1.0–4.5% of the
    * snappy-compressed lines, because its first filter is sized for 1024 tokens at fp·(1−r)
-   * and each next one for 4 times more; the exact filter takes about 0.3%. It is filled from
-   * the hashes stored with the tokens: nothing is hashed twice.
+   * and each next one for 4 times more; the exact filter takes about 0.3%, and a ribbon
+   * filter about a fifth less than that (7.6 bits a token at fp 0.01 against 9.6). Both are
+   * filled from the hashes stored with the tokens: nothing is hashed twice.
    */
-  private exact(cut: readonly CutChunk[], prefixAll: boolean): PartitionedBloomFilter | undefined {
-    let union = cut[0]!.tokens!;
-    if (cut.length > 1) {
-      union = new TokenSet(union.size);
-      for (const { tokens } of cut)
-        tokens!.forEach((lo, hi, bytes) => union.addHashed(lo, hi, bytes));
-    }
-    let count = union.size;
-    if (prefixAll) for (const { tokens } of cut) count += tokens!.size;
+  private exact(cut: readonly CutChunk[], prefixAll: boolean): SeriesFilter | undefined {
+    // With every chunk's tokens prefixed, unprefixed ones would only repeat them: the
+    // gateway tests such a bloom chunk by chunk (on old blooms that hold both as well).
+    const union = prefixAll ? undefined : unionOf(cut);
+    let count = union?.size ?? 0;
+    if (union === undefined) for (const { tokens } of cut) count += tokens!.size;
     // Checked before allocating: forCapacity takes -ln(fp)/ln²2 bits a token.
     const bytes = (count * -Math.log(this.fp)) / (Math.LN2 * Math.LN2) / 8;
+    if (
+      this.layout === "ribbon" &&
+      this.fp >= RIBBON_MIN_RATE &&
+      RibbonFilter.bytesFor(count, this.fp) < bytes
+    ) {
+      return this.ribbon(cut, union, count);
+    }
     if (bytes > this.maxBloomBytes) return undefined;
     const filter = PartitionedBloomFilter.forCapacity(Math.max(1, count), this.fp);
     if (filter.byteLength > this.maxBloomBytes) return undefined;
-    union.forEachHash((lo, hi) => {
-      filter.addHashed(lo, hi);
-    });
-    this.stats.rehashed += union.size;
-    if (prefixAll) for (const { chunk, tokens } of cut) this.addPrefixed(filter, chunk, tokens!);
+    if (union !== undefined) {
+      union.forEachHash((lo, hi) => {
+        filter.addHashed(lo, hi);
+      });
+      this.stats.rehashed += union.size;
+    } else {
+      for (const { chunk, tokens } of cut) this.addPrefixed(filter, chunk, tokens!);
+    }
     return filter;
+  }
+
+  /** {@link exact}'s ribbon filter of `union`, or else of every chunk's prefixed tokens. */
+  private ribbon(
+    cut: readonly CutChunk[],
+    union: TokenSet | undefined,
+    count: number,
+  ): RibbonFilter | undefined {
+    if (RibbonFilter.bytesFor(count, this.fp) > this.maxBloomBytes) return undefined;
+    const lo = new Uint32Array(count);
+    const hi = new Uint32Array(count);
+    let n = 0;
+    if (union !== undefined) {
+      union.forEachHash((a, b) => {
+        lo[n] = a;
+        hi[n++] = b;
+      });
+      this.stats.rehashed += union.size;
+    } else {
+      for (const { chunk, tokens } of cut) {
+        this.forEachPrefixed(chunk, tokens!, (key) => {
+          hashKey(key);
+          lo[n] = lastHash[0]!;
+          hi[n++] = lastHash[1]!;
+        });
+      }
+    }
+    const filter = RibbonFilter.fromHashes(lo, hi, n, this.fp);
+    return filter.byteLength > this.maxBloomBytes ? undefined : filter;
   }
 
   private newFilter(): ScalableBloomFilter {
@@ -443,24 +492,15 @@ export class SeriesBloomBuilder {
     this.otherPairs.clear();
   }
 
-  /** Adds prefix(chunk)+token for each token to `filter`, in one reused buffer. */
+  /** Adds prefix(chunk)+token for each token to `filter`. */
   private addPrefixed(
     filter: PartitionedBloomFilter | ScalableBloomFilter,
     chunk: ChunkIdentity,
     tokens: TokenSet,
   ): void {
-    writeChunkPrefix(chunk, this.scratch);
     let full = false;
-    tokens.forEachToken((token) => {
+    this.forEachPrefixed(chunk, tokens, (key) => {
       if (full) return;
-      if (CHUNK_PREFIX_BYTES + token.length > this.scratch.length) {
-        const grownScratch = new Uint8Array(2 * (CHUNK_PREFIX_BYTES + token.length));
-        grownScratch.set(this.scratch.subarray(0, CHUNK_PREFIX_BYTES));
-        this.scratch = grownScratch;
-      }
-      this.scratch.set(token, CHUNK_PREFIX_BYTES);
-      this.stats.prefixed++;
-      const key = this.scratch.subarray(0, CHUNK_PREFIX_BYTES + token.length);
       if (filter instanceof PartitionedBloomFilter) {
         filter.add(key);
       } else if (!filter.add(key)) {
@@ -469,6 +509,33 @@ export class SeriesBloomBuilder {
       }
     });
   }
+
+  /** Each prefix(chunk)+token, made in one reused buffer (valid only during the call). */
+  private forEachPrefixed(
+    chunk: ChunkIdentity,
+    tokens: TokenSet,
+    visit: (key: Uint8Array) => void,
+  ): void {
+    writeChunkPrefix(chunk, this.scratch);
+    tokens.forEachToken((token) => {
+      if (CHUNK_PREFIX_BYTES + token.length > this.scratch.length) {
+        const grownScratch = new Uint8Array(2 * (CHUNK_PREFIX_BYTES + token.length));
+        grownScratch.set(this.scratch.subarray(0, CHUNK_PREFIX_BYTES));
+        this.scratch = grownScratch;
+      }
+      this.scratch.set(token, CHUNK_PREFIX_BYTES);
+      this.stats.prefixed++;
+      visit(this.scratch.subarray(0, CHUNK_PREFIX_BYTES + token.length));
+    });
+  }
+}
+
+/** The distinct tokens of every chunk in `cut` (each chunk's set is complete). */
+function unionOf(cut: readonly CutChunk[]): TokenSet {
+  if (cut.length === 1) return cut[0]!.tokens!;
+  const union = new TokenSet(cut[0]!.tokens!.size);
+  for (const { tokens } of cut) tokens!.forEach((lo, hi, bytes) => union.addHashed(lo, hi, bytes));
+  return union;
 }
 
 /** A copy of `a` with room for index `i` (doubling). */

@@ -19,9 +19,10 @@ export type {
   CoveredChunk,
   MissingReason,
   SeriesBloom,
+  SeriesFilter,
   BuilderStats,
 } from "./builder.js";
-export { chunkMayContain, chunkMayContainToken } from "./bloomtest.js";
+export { bloomMayContain, chunkMayContain, chunkMayContainToken } from "./bloomtest.js";
 export type { TestableFilter } from "./bloomtest.js";
 export {
   BLOOM_BLOCK_FOOTER_BYTES,

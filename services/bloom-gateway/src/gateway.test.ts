@@ -247,7 +247,10 @@ describe("fail open", () => {
 });
 
 describe("explain: chunk verdicts", () => {
-  /** Series a: the needle in its first chunk only; b: no needle; both with level=info. */
+  /**
+   * Series a: the needle in its first chunk only; b: no needle; both with level=info and two
+   * chunks (tested chunk by chunk); c: one chunk without the needle (tested as a series).
+   */
   const specs: SeriesSpec[] = [
     {
       labels: { app: "api", pod: "a" },
@@ -258,6 +261,11 @@ describe("explain: chunk verdicts", () => {
       labels: { app: "api", pod: "b" },
       chunks: [[{ trace_id: "other-2", level: "info" }], [{ trace_id: "other-3", level: "info" }]],
       lines: [["GET /b 200"], ["GET /b 500"]],
+    },
+    {
+      labels: { app: "api", pod: "c" },
+      chunks: [[{ trace_id: "other-4", level: "info" }]],
+      lines: [["GET /c 200"]],
     },
   ];
   const explained = (q: string, series: readonly FilterSeries[]): FilterRequest => ({
@@ -275,7 +283,11 @@ describe("explain: chunk verdicts", () => {
 
   test("series-level and chunk-level prunes, each with the leaf that failed", async () => {
     const series = await block(specs);
-    expect(series.every((s) => s.chunks.every((c) => c.prefixed))).toBe(true);
+    expect(series.map((s) => s.chunks.map((c) => c.prefixed))).toEqual([
+      [true, true],
+      [true, true],
+      [false],
+    ]);
     const g = gateway();
     const q = '{app="api"} | trace_id="needle"';
     const res = await g.filterChunkRefs(explained(q, series));
@@ -286,8 +298,9 @@ describe("explain: chunk verdicts", () => {
     expect(byFrom(res.verdicts)).toEqual(
       byFrom([
         { ...ids(series, 0, 1), outcome: "chunk", test },
-        { ...ids(series, 1, 0), outcome: "series", test },
-        { ...ids(series, 1, 1), outcome: "series", test },
+        { ...ids(series, 1, 0), outcome: "chunk", test },
+        { ...ids(series, 1, 1), outcome: "chunk", test },
+        { ...ids(series, 2, 0), outcome: "series", test },
       ]),
     );
     // Asked without explain, the same answer and no verdicts.
@@ -305,8 +318,11 @@ describe("explain: chunk verdicts", () => {
   ])("%s names %s", async (q, leaf) => {
     const series = await block(specs);
     const res = await gateway().filterChunkRefs(explained(q, series));
-    expect(res.verdicts).toHaveLength(4);
-    for (const v of res.verdicts!) expect(v).toMatchObject({ outcome: "series", test: leaf });
+    expect(res.verdicts).toHaveLength(5);
+    for (const v of res.verdicts!) {
+      const outcome = v.fingerprint === series[2]!.fingerprint ? "series" : "chunk";
+      expect(v).toMatchObject({ outcome, test: leaf });
+    }
   });
 
   test("a line filter on n-gram blooms names its literal", async () => {
@@ -315,8 +331,9 @@ describe("explain: chunk verdicts", () => {
     expect(byFrom(res.verdicts)).toEqual(
       byFrom([
         { ...ids(series, 0, 1), outcome: "chunk", test: '|= "/needle/"' },
-        { ...ids(series, 1, 0), outcome: "series", test: '|= "/needle/"' },
-        { ...ids(series, 1, 1), outcome: "series", test: '|= "/needle/"' },
+        { ...ids(series, 1, 0), outcome: "chunk", test: '|= "/needle/"' },
+        { ...ids(series, 1, 1), outcome: "chunk", test: '|= "/needle/"' },
+        { ...ids(series, 2, 0), outcome: "series", test: '|= "/needle/"' },
       ]),
     );
   });
@@ -327,7 +344,7 @@ describe("explain: chunk verdicts", () => {
       bloom: { kind: "missing", reason: "too_large" } as const,
     }));
     const res = await gateway().filterChunkRefs(explained('{app="api"} | trace_id="x"', series));
-    expect(res.verdicts).toHaveLength(4);
+    expect(res.verdicts).toHaveLength(5);
     for (const v of res.verdicts!)
       expect(v).toMatchObject({ outcome: "failed_open", reason: "missing_bloom" });
   });

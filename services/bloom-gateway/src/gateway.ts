@@ -237,7 +237,9 @@ const MAX_PARSED_LABELS = 65_536;
  * The bloom gateway, in process (Loki's `bloomgateway.New(cfg, store, logger, registry)`):
  * prunes a query's chunk refs with the series' blooms. Each series is tested on its
  * unprefixed tokens first and skipped whole when that fails; then each chunk with
- * prefixed tokens is tested on them. Anything unexpected (no bloom, a missing, damaged or
+ * prefixed tokens is tested on them. A series whose chunks are all prefixed is tested
+ * chunk by chunk alone: such a bloom holds only prefixed tokens (blooms written before
+ * that hold both, and answer the same). Anything unexpected (no bloom, a missing, damaged or
  * oversized record, a slow read, an error) keeps the series' refs: never a false negative.
  * The answer's verdicts (explain.ts) name the chunks kept untested and, when the request asks
  * `explain`, every chunk pruned with the test leaf that pruned it.
@@ -464,7 +466,8 @@ export class BloomGateway implements ChunkFilter {
         if (compiled.metadataOnly !== compiled.test && test(compiled.metadataOnly))
           stats.chunksPrunedByLine += pruned;
       };
-      if (!compiled.series(bloomRecord, labels)) {
+      const byChunk = s.chunks.length > 0 && s.chunks.every((c) => c.prefixed);
+      if (!byChunk && !compiled.series(bloomRecord, labels)) {
         stats.seriesSkipped++;
         const series = (t: BloomTest) => compiled.series(bloomRecord, labels, t);
         lineOnly(s.chunks.length, series);
@@ -479,6 +482,7 @@ export class BloomGateway implements ChunkFilter {
         if (verdicts.explain) pruned.push([c, chunk]);
         return false;
       });
+      if (byChunk && kept.length === 0) stats.seriesSkipped++;
       // Given once the series is done: a series that fails open midway has no pruned chunk.
       for (const [c, chunk] of pruned) {
         verdicts.pruned(s, [c], "chunk", () => failedLeaf(compiled.test, chunk));

@@ -41,7 +41,7 @@ describe("ingester config", () => {
       ngramLength: 4,
       ngramSkip: 2,
       falsePositiveRate: 0.01,
-      filterLayout: "exact",
+      filterLayout: "ribbon",
       keyTokens: true,
       keyValueTokens: true,
       prefixedTokens: true,

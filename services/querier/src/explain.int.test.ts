@@ -100,10 +100,13 @@ function byChunk(explain: QueryExplain | undefined): Map<string, ExplainChunk> {
 const key = (labels: Record<string, string>, at: number) =>
   `${identity(labels).canonical} ${T0 + BigInt(at) * S}`;
 
-// Tenant "explain": a (pod=a) holds the needle in its first chunk only; b never; c's bloom is
-// recorded missing (too large); d's bloom block is deleted after the flush.
+// Tenant "explain": a (pod=a) holds the needle in its first chunk only (its bloom covers both
+// chunks, so they are tested one by one); b never, flushed a chunk at a time (so each bloom
+// is tested as a series); c's bloom is recorded missing (too large); d's bloom block is
+// deleted after the flush.
 const a = stream("shop", "a", ["needle", "a-1", "a-2", "a-3"]);
-const b = stream("shop", "b", ["b-0", "b-1", "b-2", "b-3"], 10);
+const b = stream("shop", "b", ["b-0", "b-1"], 10);
+const bLater = stream("shop", "b", ["b-2", "b-3"], 12);
 const c = stream("shop", "c", ["c-0", "c-1"], 20);
 const d = stream("shop", "d", ["d-0", "d-1"], 30);
 const NEEDLE = '{app="shop"} | trace_id="needle"';
@@ -145,6 +148,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "sieve-explain-"));
   store = new FsObjectStore(dir);
   await writeFlush(store, "explain", [a, b], 2);
+  await writeFlush(store, "explain", [bLater], 2);
   await writeFlush(store, "explain", [c], 2, 512, undefined, { missing: "too_large" });
   await writeFlush(store, "explain", [d], 2);
   await store.delete(bloomBlockKey("explain", flushCount()));

@@ -79,7 +79,7 @@ describe("sieve experiment run", { timeout: 180_000 }, () => {
     expect(results.datasets).toMatchObject([
       { name: "shop", kind: "generated", streams: 6, lines: 6000 },
     ]);
-    const configurations = ["blooms-off", "fp0.2-exact", "fp0.2-exact-ngram4s0-tokens-p"];
+    const configurations = ["blooms-off", "fp0.2-ribbon", "fp0.2-ribbon-ngram4s0-tokens-p"];
     expect([...new Set(results.rows.map((r) => r.configuration))]).toEqual(configurations);
     expect(results.rows).toHaveLength(9);
 
@@ -134,7 +134,7 @@ describe("sieve experiment run", { timeout: 180_000 }, () => {
       if (name.includes("ngram")) expect(line.chunksPruned).toBeGreaterThan(0);
       else expect(line.chunksPruned).toBe(0);
     }
-    const metadataBloom = results.rows.find((r) => r.configuration === "fp0.2-exact")!.bloomBytes;
+    const metadataBloom = results.rows.find((r) => r.configuration === "fp0.2-ribbon")!.bloomBytes;
     const ngramBloom = results.rows.find((r) => r.configuration === configurations[2])!.bloomBytes;
     expect(ngramBloom).toBeGreaterThan(metadataBloom * 5);
 

@@ -373,8 +373,9 @@ const CONFIG = {
   view: { stroke: "#ddd" },
 } as const;
 
-/** Colors fixed per layout, so every plot paints `exact` and `scalable` alike. */
+/** Colors fixed per layout, so every plot paints `ribbon`, `exact` and `scalable` alike. */
 const LAYOUT_COLORS: Readonly<Record<string, string>> = {
+  ribbon: "#54a24b",
   exact: "#4c78a8",
   scalable: "#f58518",
   "blooms off": "#9d9d9d",

@@ -3,6 +3,8 @@
  * one row per configuration × query shape. report.ts draws `report.html` from this alone.
  */
 
+import type { BloomLayout } from "@sieve/index";
+
 /** The machine and build a run was measured on. */
 export interface RunEnvironment {
   readonly sieveVersion: string;
@@ -22,8 +24,11 @@ export interface RunEnvironment {
 export interface ConfigurationSettings {
   readonly blooms: boolean;
   readonly falsePositiveRate: number;
-  /** `exact`: one filter sized at flush (Sieve); `scalable`: Loki's arrival-time filter. */
-  readonly layout: "exact" | "scalable";
+  /**
+   * `ribbon`: one ribbon filter built at flush (Sieve's default); `exact`: one Bloom filter
+   * sized at flush; `scalable`: Loki's arrival-time filter.
+   */
+  readonly layout: BloomLayout;
   /** 0 when line n-grams are off. */
   readonly ngramLength: number;
   readonly ngramSkip: number;

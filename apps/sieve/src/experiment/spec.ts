@@ -5,6 +5,7 @@
  * with a default.
  */
 import { DEFAULT_BLOCK_TARGET_BYTES } from "@sieve/chunk";
+import type { BloomLayout } from "@sieve/index";
 import { parse as parseYaml } from "yaml";
 
 /** A metadata field of a generated dataset. */
@@ -64,7 +65,7 @@ export type TokenKind = (typeof TOKEN_KINDS)[number];
 /** A matrix of bloom configurations: every combination of its axes runs. */
 export interface MatrixSpec {
   readonly falsePositiveRate: readonly number[];
-  readonly filterLayout: readonly ("exact" | "scalable")[];
+  readonly filterLayout: readonly BloomLayout[];
   readonly ngrams: readonly NgramSetting[];
   /** Each item one set of token kinds the blooms hold. */
   readonly tokens: readonly (readonly TokenKind[])[];
@@ -354,8 +355,9 @@ function matrix(r: Reader): MatrixSpec {
     falsePositiveRate: axis("falsePositiveRate", [0.01], (p, v) =>
       checkNumber(p, v, 0.000001, 0.5, false),
     ),
-    filterLayout: axis("filterLayout", ["exact"], (p, v) => {
-      if (v !== "exact" && v !== "scalable") throw new SpecError(p, "must be exact or scalable");
+    filterLayout: axis("filterLayout", ["ribbon"], (p, v) => {
+      if (v !== "ribbon" && v !== "exact" && v !== "scalable")
+        throw new SpecError(p, "must be ribbon, exact or scalable");
       return v;
     }),
     ngrams: axis("ngrams", ["off"], ngram),
