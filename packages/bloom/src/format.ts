@@ -63,7 +63,7 @@ export function serializeFilter(filter: AnyFilter): Uint8Array {
   if (filter instanceof RibbonFilter) {
     const seed = new Uint8Array(SEED);
     new DataView(seed.buffer).setUint32(0, filter.seed, true);
-    return envelope(TYPE.ribbon, [shape(filter.slots, filter.bits), seed, packed(filter)]);
+    return envelope(TYPE.ribbon, [shape(filter.slots, filter.bits), seed, filter.values]);
   }
   const p = filter.parameters;
   const params = new DataView(new ArrayBuffer(SCALABLE_PARAMS));
@@ -184,8 +184,8 @@ function build(bytes: Uint8Array, view: DataView, type: number, layout: Layout):
       const bits = view.getUint8(first + 4);
       const seed = view.getUint32(first + SHAPE, true);
       if (bits < 1 || bits > 16) throw new BloomError("corrupt", `fingerprint bits ${bits}`);
-      const values = unpacked(bytes.subarray(first + SHAPE + SEED), slots, bits);
-      return new RibbonFilter({ slots, bits, seed }, values);
+      const at = first + SHAPE + SEED;
+      return new RibbonFilter({ slots, bits, seed }, bytes.subarray(at, layout.end));
     }
     default: {
       const options = {
@@ -208,46 +208,6 @@ function partitionedAt(bytes: Uint8Array, view: DataView, offset: number): Parti
   if (sliceBits % 32 !== 0) throw new BloomError("corrupt", `slice bits ${sliceBits}`);
   const words = wordsAt(bytes, offset + SHAPE, (hashes * sliceBits) / 32);
   return new PartitionedBloomFilter({ hashes, sliceBits }, words);
-}
-
-/** A ribbon filter's values, r bits each, as one little-endian bit stream. */
-function packed(filter: RibbonFilter): Uint8Array {
-  const { values, bits } = filter;
-  const out = new Uint8Array(filter.byteLength);
-  let acc = 0;
-  let held = 0;
-  let n = 0;
-  for (let i = 0; i < values.length; i++) {
-    acc |= values[i]! << held;
-    held += bits;
-    while (held >= 8) {
-      out[n++] = acc & 0xff;
-      acc >>>= 8;
-      held -= 8;
-    }
-  }
-  if (held > 0) out[n] = acc & 0xff;
-  return out;
-}
-
-/** The inverse of {@link packed}: `slots` values of `bits` bits from `bytes`. */
-function unpacked(bytes: Uint8Array, slots: number, bits: number): Uint8Array | Uint16Array {
-  const values = bits <= 8 ? new Uint8Array(slots) : new Uint16Array(slots);
-  const mask = 2 ** bits - 1;
-  let acc = 0;
-  let held = 0;
-  let n = 0;
-  for (let i = 0; i < slots; i++) {
-    while (held < bits) {
-      acc |= bytes[n++]! << held;
-      held += 8;
-    }
-    values[i] = acc & mask;
-    acc >>>= bits;
-    held -= bits;
-  }
-  if (acc !== 0) throw new BloomError("corrupt", "padding bits after the last value");
-  return values;
 }
 
 function partitionedBytes(sliceBits: number, hashes: number): number {
