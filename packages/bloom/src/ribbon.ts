@@ -59,8 +59,8 @@ export class RibbonFilter implements RibbonShape {
    * three times as long as the checksum).
    */
   readonly values: Uint8Array;
-  /** `values` and two zero bytes, so that every slot can be read as a 3-byte window. */
-  private readonly padded: Uint8Array;
+  /** `values` and three zero bytes, so that every slot can be read as a 4-byte window. */
+  private readonly view: DataView;
   private readonly span: number;
   private readonly mask: number;
 
@@ -87,9 +87,10 @@ export class RibbonFilter implements RibbonShape {
     this.slots = slots;
     this.bits = bits;
     this.seed = seed;
-    this.padded = new Uint8Array(length + 2);
-    this.padded.set(values);
-    this.values = this.padded.subarray(0, length);
+    const padded = new Uint8Array(length + 3);
+    padded.set(values);
+    this.values = padded.subarray(0, length);
+    this.view = new DataView(padded.buffer);
     this.span = slots - RIBBON_WIDTH + 1;
     this.mask = 2 ** bits - 1;
   }
@@ -155,25 +156,26 @@ export class RibbonFilter implements RibbonShape {
   testHashed(lo: number, hi: number): boolean {
     const seed = this.seed;
     const start = startOf(lo, seed, this.span);
-    const z = this.padded;
+    const z = this.view;
     const r = this.bits;
-    // Each 24-bit window holds its slot's bits from bit (slot·r mod 8): XORed as they are,
-    // the windows would misalign, so each is shifted down first (masked once, at the end).
+    // Each slot is read as the 32-bit window from its first byte (the padding keeps every
+    // window in bounds) shifted down by its first bit: misaligned windows, so they are
+    // shifted before the XOR and masked once, at the end.
     let acc = 0;
     let x = rowLow(lo, hi, seed);
+    let base = start * r;
     while (x !== 0) {
       const t = x & -x;
-      const bit = (start + 31 - Math.clz32(t)) * r;
-      const at = bit >>> 3;
-      acc ^= (z[at]! | (z[at + 1]! << 8) | (z[at + 2]! << 16)) >>> (bit & 7);
+      const bit = base + (31 - Math.clz32(t)) * r;
+      acc ^= z.getUint32(bit >>> 3, true) >>> (bit & 7);
       x ^= t;
     }
     x = rowHigh(lo, hi, seed);
+    base += 32 * r;
     while (x !== 0) {
       const t = x & -x;
-      const bit = (start + 63 - Math.clz32(t)) * r;
-      const at = bit >>> 3;
-      acc ^= (z[at]! | (z[at + 1]! << 8) | (z[at + 2]! << 16)) >>> (bit & 7);
+      const bit = base + (31 - Math.clz32(t)) * r;
+      acc ^= z.getUint32(bit >>> 3, true) >>> (bit & 7);
       x ^= t;
     }
     return ((acc ^ fingerprintOf(lo, hi, seed)) & this.mask) === 0;

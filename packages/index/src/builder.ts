@@ -40,10 +40,9 @@ export interface SeriesBloomOptions {
   /**
    * `ribbon` (default): at finish the bloom is built as one ribbon filter of exactly its
    * tokens (a Bloom filter when that is smaller, a few dozen tokens or fewer, or when the
-   * rate is below the ribbon's 2^-16). `exact`: one
-   * Bloom filter sized for exactly its tokens. `scalable`: the scalable filter grown as
-   * entries arrived is written as is, as Loki's blooms are (bigger; kept for experiments
-   * that compare them).
+   * rate is below the ribbon's 2^-16). `exact`: one Bloom filter sized for exactly its
+   * tokens. `scalable`: the scalable filter grown as entries arrived is written as is, as
+   * Loki's blooms are (bigger; kept for experiments that compare them).
    */
   readonly layout?: BloomLayout;
   /** Which metadata tokens go in (both by default); recorded with the bloom. */
