@@ -351,7 +351,7 @@ export class SeriesBloomBuilder {
    * (bench/index.ts): the scalable filter written as is takes 1.0–4.5% of the
    * snappy-compressed lines, because its first filter is sized for 1024 tokens at fp·(1−r)
    * and each next one for 4 times more; the exact filter takes about 0.3%, and a ribbon
-   * filter about a fifth less than that (7.6 bits a token at fp 0.01 against 9.6). Both are
+   * filter about a fifth less than that (7.4 bits a token at fp 0.01 against 9.6). Both are
    * filled from the hashes stored with the tokens: nothing is hashed twice.
    */
   private exact(cut: readonly CutChunk[], prefixAll: boolean): SeriesFilter | undefined {

@@ -243,7 +243,7 @@ const SCHEMA = defineSchema({
       falsePositiveRate:
         "false-positive rate of each series' bloom (Loki's 0.01); lower keeps fewer chunks without the needle, for more bloom bytes",
       filterLayout:
-        "`ribbon`: each bloom built at flush as one ribbon filter of its tokens (7.6 bits a token at 0.01, rate 2^-ceil(log2(1/rate))); `exact`: one Bloom filter sized for its tokens (9.6 bits a token at 0.01); `scalable`: the filter grown as lines arrive, written as is (Loki's layout: bigger blooms, for experiments)",
+        "`ribbon`: each bloom built at flush as one ribbon filter of its tokens (7.4 bits a token at 0.01, rate 2^-ceil(log2(1/rate))); `exact`: one Bloom filter sized for its tokens (9.6 bits a token at 0.01); `scalable`: the filter grown as lines arrive, written as is (Loki's layout: bigger blooms, for experiments)",
       keyTokens:
         'structured-metadata `name` tokens go into the bloom (off: a `| name=~".+"` test cannot prune; recorded with each bloom)',
       keyValueTokens:
