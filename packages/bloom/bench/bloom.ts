@@ -18,6 +18,7 @@ import {
   BloomFilter,
   CountingBloomFilter,
   PartitionedBloomFilter,
+  RibbonFilter,
   ScalableBloomFilter,
   optimalBits,
 } from "../src/index.js";
@@ -86,6 +87,26 @@ function sieveBatch(
       const out = f.testMany(from === 0 && to === keys.length ? keys : keys.slice(from, to));
       let hits = 0;
       for (const bit of out) hits += bit;
+      return hits;
+    },
+    bytes: () => f.byteLength,
+  };
+}
+
+/** The static ribbon filter: built from all the keys at once (its add rate is that build's). */
+function sieveRibbon(): Contender {
+  let f = RibbonFilter.fromKeys([], FP);
+  return {
+    name: "sieve ribbon (built from all keys)",
+    peer: false,
+    addAll(keys, n) {
+      f = RibbonFilter.fromKeys(n === keys.length ? keys : keys.slice(0, n), FP);
+      return n;
+    },
+    testAll(keys, from, to) {
+      const filter = f;
+      let hits = 0;
+      for (let i = from; i < to; i++) if (filter.test(keys[i]!)) hits++;
       return hits;
     },
     bytes: () => f.byteLength,
@@ -215,6 +236,7 @@ const contenders: Contender[] = [
   sieve("sieve scalable (hint 1024)", () => new ScalableBloomFilter({ fp: FP })),
   sieveBatch("sieve scalable addMany/testMany", () => new ScalableBloomFilter({ fp: FP })),
   sieve("sieve counting", () => CountingBloomFilter.forCapacity(N, FP)),
+  sieveRibbon(),
   bloomfilterPeer(),
   bloomFiltersPeer(
     "bloom-filters BloomFilter",
