@@ -46,18 +46,20 @@ interface Contender {
   bytes(): number;
 }
 
-function sieve(
-  name: string,
-  make: () => BloomFilter | PartitionedBloomFilter | ScalableBloomFilter | CountingBloomFilter,
-): Contender {
-  let f = make();
+/** What the single-key contenders answer with. */
+interface Tested {
+  test(key: string): boolean;
+  readonly byteLength: number;
+}
+
+/** A filter of keys[0..n), built by `build` (added one by one, or all at once). */
+function sieve(name: string, build: (keys: readonly string[], n: number) => Tested): Contender {
+  let f = build([], 0);
   return {
     name,
     peer: false,
     addAll(keys, n) {
-      f = make();
-      const filter = f;
-      for (let i = 0; i < n; i++) filter.add(keys[i]!);
+      f = build(keys, n);
       return n;
     },
     testAll(keys, from, to) {
@@ -67,6 +69,17 @@ function sieve(
       return hits;
     },
     bytes: () => f.byteLength,
+  };
+}
+
+/** Builds by adding each key to the filter `make` returns. */
+function added(
+  make: () => BloomFilter | PartitionedBloomFilter | ScalableBloomFilter | CountingBloomFilter,
+): (keys: readonly string[], n: number) => Tested {
+  return (keys, n) => {
+    const filter = make();
+    for (let i = 0; i < n; i++) filter.add(keys[i]!);
+    return filter;
   };
 }
 
@@ -87,26 +100,6 @@ function sieveBatch(
       const out = f.testMany(from === 0 && to === keys.length ? keys : keys.slice(from, to));
       let hits = 0;
       for (const bit of out) hits += bit;
-      return hits;
-    },
-    bytes: () => f.byteLength,
-  };
-}
-
-/** The static ribbon filter: built from all the keys at once (its add rate is that build's). */
-function sieveRibbon(): Contender {
-  let f = RibbonFilter.fromKeys([], FP);
-  return {
-    name: "sieve ribbon (built from all keys)",
-    peer: false,
-    addAll(keys, n) {
-      f = RibbonFilter.fromKeys(n === keys.length ? keys : keys.slice(0, n), FP);
-      return n;
-    },
-    testAll(keys, from, to) {
-      const filter = f;
-      let hits = 0;
-      for (let i = from; i < to; i++) if (filter.test(keys[i]!)) hits++;
       return hits;
     },
     bytes: () => f.byteLength,
@@ -230,13 +223,28 @@ function median(xs: readonly number[]): number {
 }
 
 const contenders: Contender[] = [
-  sieve("sieve classic", () => BloomFilter.forCapacity(N, FP)),
+  sieve(
+    "sieve classic",
+    added(() => BloomFilter.forCapacity(N, FP)),
+  ),
   sieveBatch("sieve classic addMany/testMany", () => BloomFilter.forCapacity(N, FP)),
-  sieve("sieve partitioned", () => PartitionedBloomFilter.forCapacity(N, FP)),
-  sieve("sieve scalable (hint 1024)", () => new ScalableBloomFilter({ fp: FP })),
+  sieve(
+    "sieve partitioned",
+    added(() => PartitionedBloomFilter.forCapacity(N, FP)),
+  ),
+  sieve(
+    "sieve scalable (hint 1024)",
+    added(() => new ScalableBloomFilter({ fp: FP })),
+  ),
   sieveBatch("sieve scalable addMany/testMany", () => new ScalableBloomFilter({ fp: FP })),
-  sieve("sieve counting", () => CountingBloomFilter.forCapacity(N, FP)),
-  sieveRibbon(),
+  sieve(
+    "sieve counting",
+    added(() => CountingBloomFilter.forCapacity(N, FP)),
+  ),
+  // Static: built from all the keys at once (its add rate is that build's).
+  sieve("sieve ribbon (built from all keys)", (keys, n) =>
+    RibbonFilter.fromKeys(n === keys.length ? keys : keys.slice(0, n), FP),
+  ),
   bloomfilterPeer(),
   bloomFiltersPeer(
     "bloom-filters BloomFilter",

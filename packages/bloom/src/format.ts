@@ -15,9 +15,9 @@
  *   scalable     f64 fp, f64 tighteningRatio, f64 growth, f64 fillRatio, f64 maxBytes
  *                (+Infinity when unbounded), u32 initialCapacity, u32 filter count; then each
  *                filter, oldest first, as a partitioned body (without header or checksum)
- *   ribbon       u32 slots, u8 fingerprint bits r, 3 reserved; u32 seed; then the slots'
- *                values, r bits each, packed from bit 0 of byte 0 (slot i is bits
- *                [i·r, (i+1)·r) of the stream, each byte filled from its low bit)
+ *   ribbon       u32 slots m (a multiple of 8), u8 fingerprint bits r, 3 reserved; u32 seed;
+ *                then r columns of m/8 bytes: column j holds bit j of each slot's value,
+ *                slot i at bit (i mod 8) of the column's byte i/8
  *
  * Bit arrays are 32-bit words in little-endian order: bit p of the filter is bit (p mod 8)
  * of byte p/8. Decoding reads the shape, checks that the length is exactly what the shape
