@@ -72,8 +72,8 @@ const prefixScratch = new Uint8Array(CHUNK_PREFIX_BYTES);
 const prefixView = new DataView(prefixScratch.buffer);
 
 /**
- * Writes `chunk`'s prefix into out[0, 20), through one view made once (a gateway writes a
- * prefix for every chunk it tests chunk by chunk; a view a call was most of that).
+ * Writes `chunk`'s prefix into out[0, 20), through one view made once rather than a view a
+ * call (a gateway writes a prefix for every chunk it tests chunk by chunk).
  */
 export function writeChunkPrefix(chunk: ChunkIdentity, out: Uint8Array): void {
   prefixView.setBigInt64(0, chunk.from, false);
