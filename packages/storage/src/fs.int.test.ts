@@ -17,6 +17,10 @@ let n = 0;
 const fresh = (): FsObjectStore => new FsObjectStore(join(parent, `store-${n++}`));
 
 objectStoreContract("FsObjectStore", fresh);
+objectStoreContract(
+  "FsObjectStore with blocking reads",
+  () => new FsObjectStore(join(parent, `store-${n++}`), { blockingReads: true }),
+);
 
 describe("FsObjectStore", () => {
   test("no key reaches outside the root, and refused puts create nothing", async () => {

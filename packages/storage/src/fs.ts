@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import { mkdir, open, readFile, readdir, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { StorageError } from "./errors.js";
@@ -19,6 +20,19 @@ import type {
   WriteCondition,
 } from "./store.js";
 
+/** How an {@link FsObjectStore} reads. */
+export interface FsObjectStoreOptions {
+  /**
+   * Reads (`get`, `getRange`) with blocking calls, for a thread that serves one request at
+   * a time (a query worker), where nothing else waits while it reads. Through the thread
+   * pool each step of a read (open, stat, read, close) is a round trip: a 220 KB chunk in
+   * the page cache took 0.25-0.56 ms that way and 0.09-0.13 ms with one blocking call, on
+   * this 2-core machine. Never on a thread that serves many requests (a read from a slow
+   * disk would stall them all).
+   */
+  readonly blockingReads?: boolean;
+}
+
 /**
  * An {@link ObjectStore} in a directory: key `a/b/c` is the file `<root>/a/b/c`. The single
  * process's default store, under its data directory.
@@ -37,15 +51,18 @@ import type {
 export class FsObjectStore implements ObjectStore {
   /** Absolute root directory; created on the first put. */
   readonly root: string;
+  private readonly blockingReads: boolean;
 
-  constructor(root: string) {
+  constructor(root: string, options: FsObjectStoreOptions = {}) {
     this.root = resolve(root);
+    this.blockingReads = options.blockingReads === true;
   }
 
   async get(key: string, options?: CallOptions): Promise<Uint8Array> {
     const path = this.pathOf(key);
     checkSignal(options, "get", key);
     try {
+      if (this.blockingReads) return readFileSync(path);
       return await readFile(path, { signal: options?.signal });
     } catch (err) {
       throw this.readError(err, key);
@@ -61,6 +78,7 @@ export class FsObjectStore implements ObjectStore {
     validateRange(offset, length);
     const path = this.pathOf(key);
     checkSignal(options, "get range of", key);
+    if (this.blockingReads) return this.getRangeBlocking(key, path, offset, length);
     let fh;
     try {
       fh = await open(path, "r");
@@ -90,6 +108,39 @@ export class FsObjectStore implements ObjectStore {
       throw this.readError(err, key);
     } finally {
       await fh.close();
+    }
+  }
+
+  /** {@link getRange} with blocking calls (see {@link FsObjectStoreOptions.blockingReads}). */
+  private getRangeBlocking(key: string, path: string, offset: number, length: number): Uint8Array {
+    let fd;
+    try {
+      fd = openSync(path, "r");
+    } catch (err) {
+      throw this.readError(err, key);
+    }
+    try {
+      const st = fstatSync(fd);
+      if (!st.isFile()) throw new StorageError("not_found", key);
+      if (offset > st.size) {
+        throw new StorageError(
+          "invalid_range",
+          `offset ${offset} past the end (${st.size}) of ${key}`,
+        );
+      }
+      const n = Math.min(length, st.size - offset);
+      const out = Buffer.allocUnsafe(n);
+      let got = 0;
+      while (got < n) {
+        const read = readSync(fd, out, got, n - got, offset + got);
+        if (read === 0) break; // shrank under us: cannot happen with atomic puts
+        got += read;
+      }
+      return got === n ? out : out.subarray(0, got);
+    } catch (err) {
+      throw this.readError(err, key);
+    } finally {
+      closeSync(fd);
     }
   }
 

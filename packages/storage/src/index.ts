@@ -15,7 +15,7 @@ export type {
   TaggedObject,
   WriteCondition,
 } from "./store.js";
-export { FsObjectStore } from "./fs.js";
+export { FsObjectStore, type FsObjectStoreOptions } from "./fs.js";
 export { S3ObjectStore, S3_DEFAULTS } from "./s3.js";
 export type { S3ObjectStoreConfig } from "./s3.js";
 export { openStore } from "./open.js";

@@ -1,4 +1,4 @@
-import { FsObjectStore } from "./fs.js";
+import { FsObjectStore, type FsObjectStoreOptions } from "./fs.js";
 import { S3ObjectStore, type S3ObjectStoreConfig } from "./s3.js";
 import type { ObjectStore } from "./store.js";
 
@@ -10,8 +10,11 @@ export type StoreConfig =
   | { readonly backend: "filesystem"; readonly dir: string }
   | ({ readonly backend: "s3" } & Omit<S3ObjectStoreConfig, "credentials">);
 
-/** Opens the store `config` names (S3 credentials come from the SDK's standard chain). */
-export function openStore(config: StoreConfig): ObjectStore {
-  if (config.backend === "filesystem") return new FsObjectStore(config.dir);
+/**
+ * Opens the store `config` names (S3 credentials come from the SDK's standard chain);
+ * `fs` applies to a filesystem store.
+ */
+export function openStore(config: StoreConfig, fs: FsObjectStoreOptions = {}): ObjectStore {
+  if (config.backend === "filesystem") return new FsObjectStore(config.dir, fs);
   return new S3ObjectStore(config); // it reads the S3 options and ignores `backend`
 }

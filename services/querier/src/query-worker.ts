@@ -196,7 +196,9 @@ const REHEARSALS = 20;
 
 const setup = workerData as WorkerSetup;
 const caller = new PortCaller();
-const store = openStore(setup.store);
+// A worker runs one query at a time: a file store's reads block it rather than take a
+// thread-pool round trip per step (FsObjectStoreOptions.blockingReads).
+const store = openStore(setup.store, { blockingReads: true });
 // Built and warmed while piscina loads this module: a worker takes no task before.
 const querier = await build(setup, store, caller);
 await warm(querier, setup, store);
