@@ -208,6 +208,31 @@ describe("chunk round trip", () => {
     );
   });
 
+  test("a fresh reader finds a string's ids as a checked one does, whatever bytes surround it", () => {
+    fc.assert(
+      fc.property(chunkArb, (entries) => {
+        const bytes = encodeChunk(entries, { blockTargetBytes: 256 }).bytes;
+        const checked = new ChunkReader(bytes);
+        checked.check();
+        const strings = entries.flatMap((e) =>
+          e.structuredMetadata.flatMap((p) => [p.name, p.value]),
+        );
+        // Pieces of symbols and runs across two of them occur in the table's bytes without
+        // being symbols: a search of the bytes finds them, only the walk can say no.
+        const probes = ["", "absent", ...strings];
+        for (const [i, s] of strings.entries()) {
+          probes.push(s.slice(1), s.slice(0, -1), s + (strings[i + 1] ?? ""));
+        }
+        for (const s of probes) {
+          const fresh = new ChunkReader(bytes);
+          expect(fresh.symbolIds(s), JSON.stringify(s)).toEqual(checked.symbolIds(s));
+          expect(checked.symbolIds(s).length > 0, JSON.stringify(s)).toBe(strings.includes(s));
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   test("version 1 chunks, written before block symbols, still read", () => {
     // encodeChunk of the three entries below with blockTargetBytes 12, by the version 1 writer.
     const v1 = Buffer.from(

@@ -47,10 +47,12 @@ export interface DecodedChunk {
 /**
  * Reads an encoded chunk (versions 1 and 2). The constructor checks the header, the
  * footer (its checksum, every declared offset, length and count against the object's size
- * and the format's limits), the symbol table's layout and the block symbols; a symbol is
- * decoded when first used, and blocks are checked (CRC-32C, snappy, payload) when read, so
- * a querier that reads only the blocks overlapping its range, or only those that may hold
- * its needle, decompresses only those. Every failure is a {@link ChunkError}.
+ * and the format's limits), and the checksums and sizes of the symbol sections; their
+ * layout is checked when first used (see {@link SymbolTable} and {@link BlockSymbols}: a
+ * chunk kept by false positive is searched, not walked), a symbol decoded when first used,
+ * and blocks checked (CRC-32C, snappy, payload) when read, so a querier that reads only the
+ * blocks overlapping its range, or only those that may hold its needle, decompresses only
+ * those. Every failure is a {@link ChunkError}; {@link check} makes them all now.
  */
 export class ChunkReader {
   /** The blocks, in the order they were cut. */
@@ -283,6 +285,12 @@ export class ChunkReader {
     }
   }
 
+  /** Checks what is otherwise checked at first use: the symbol table and the block symbols. */
+  check(): void {
+    if (this.symbols.count > 0) this.symbols.get(0);
+    this.blockSymbols?.decode();
+  }
+
   private readonly symbolAt = (i: number): string => this.symbols.get(i);
 
   /** Checks a section's CRC-32C and decompresses it to exactly `rawLength` bytes. */
@@ -303,5 +311,6 @@ export function decodeChunk(bytes: Uint8Array, expectedChecksum?: number): Decod
     throw new ChunkError("bad_checksum", "object does not match its ref's checksum");
   }
   const reader = new ChunkReader(bytes);
+  reader.check();
   return { entries: [...reader.entries()], from: reader.from, through: reader.through };
 }
