@@ -1,6 +1,7 @@
 export { closeUnusedConnections } from "./close.js";
 export type { ClosingServer } from "./close.js";
 export { crc32c, nativeCrc32c } from "./crc32c.js";
+export { countedUpTo } from "./lru.js";
 export { mapLimit } from "./pool.js";
 export { isRetriable, retryRetriable } from "./retry.js";
 export type { RetryOptions } from "./retry.js";

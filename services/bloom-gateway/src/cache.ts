@@ -1,6 +1,7 @@
 import { IndexError, readSeriesBloom } from "@sieve/index";
 import type { BloomBlockStore, BloomRecord, BloomRecordLocation } from "@sieve/index";
 import { StorageError, isNotFound } from "@sieve/storage";
+import { countedUpTo } from "@sieve/kit";
 import { LRUCache } from "lru-cache";
 import { BlockRecordError, LoadedBlock } from "./block.js";
 import type { FailOpenReason } from "./reasons.js";
@@ -115,7 +116,7 @@ export class BloomCache {
   private readonly lru: LRUCache<string, Entry>;
   private readonly pending = new Map<string, Promise<BlockLoad>>();
   private readonly pendingRecords = new Map<string, Promise<BloomRecord>>();
-  private readonly byRecord = new LRUCache<string, FallbackReason>({ max: FALLBACK_KEYS });
+  private readonly byRecord = new LRUCache<string, FallbackReason>(countedUpTo(FALLBACK_KEYS));
   private readonly blockLimit: number;
   private hits = 0;
   private misses = 0;

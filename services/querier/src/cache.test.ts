@@ -1,3 +1,6 @@
+import { countedUpTo } from "@sieve/kit";
+import fc from "fast-check";
+import { LRUCache } from "lru-cache";
 import { describe, expect, test } from "vitest";
 import { ObjectCache } from "./cache.js";
 
@@ -41,5 +44,29 @@ describe("ObjectCache", () => {
       "store down",
     );
     expect((await cache.get("k", () => Promise.resolve(new Uint8Array(1)))).hit).toBe(false);
+  });
+});
+
+describe("countedUpTo", () => {
+  test("bounds an LRU at its entries, keeping the most recently used", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 50 }),
+        fc.array(fc.integer({ min: 0, max: 80 }), { maxLength: 400 }),
+        (entries, keys) => {
+          const lru = new LRUCache<number, true>(countedUpTo(entries));
+          const order: number[] = []; // a model: least recently used first
+          for (const k of keys) {
+            if (lru.get(k) === undefined) lru.set(k, true);
+            const at = order.indexOf(k);
+            if (at >= 0) order.splice(at, 1);
+            order.push(k);
+            if (order.length > entries) order.shift();
+            expect(lru.size).toBe(order.length);
+          }
+          expect([...lru.keys()].reverse()).toEqual(order);
+        },
+      ),
+    );
   });
 });

@@ -6,6 +6,7 @@
  */
 import type { MetadataPair } from "@sieve/chunk";
 import { parseLabels } from "@sieve/labels";
+import { countedUpTo } from "@sieve/kit";
 import { LRUCache } from "lru-cache";
 import { pino, type Logger } from "pino";
 import { Counter, type Registry } from "prom-client";
@@ -58,7 +59,7 @@ export class ReadReport {
   private readonly seriesCounter: Counter;
   private readonly segmentCounter: Counter;
   private readonly failedOpenCounter: Counter<"reason">;
-  private readonly logged = new LRUCache<string, true>({ max: LOGGED_ONCE_MAX });
+  private readonly logged = new LRUCache<string, true>(countedUpTo(LOGGED_ONCE_MAX));
   private readonly totals: ReadReportCounts = {
     unreadableSeries: 0,
     unreadableSegments: 0,
@@ -175,9 +176,9 @@ const UNREADABLE: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Label records of canonical label strings (`{a="b"}`), parsed once into a bounded LRU. */
 export class ParsedLabels {
-  private readonly parsed = new LRUCache<string, Readonly<Record<string, string>>>({
-    max: 100_000,
-  });
+  private readonly parsed = new LRUCache<string, Readonly<Record<string, string>>>(
+    countedUpTo(100_000),
+  );
 
   /** `report` hears of every label string that does not parse ({@link tryOf}). */
   constructor(readonly report: ReadReport = new ReadReport()) {}
