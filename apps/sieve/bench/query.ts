@@ -173,7 +173,8 @@ const storeDir = join(dir, "store");
 const logger = pino({ level: "warn" });
 
 function querier(blooms: boolean): Querier {
-  const store = new FsObjectStore(storeDir);
+  // Each querier here runs one query at a time, as a query worker does: it reads as one.
+  const store = new FsObjectStore(storeDir, { blockingReads: true });
   return createQuerier({
     config: {
       ...QUERIER_DEFAULTS,
