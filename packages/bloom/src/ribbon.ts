@@ -63,7 +63,12 @@ export class RibbonFilter implements RibbonShape {
    * is, so a filter read from a block needs no unpacking.
    */
   readonly values: Uint8Array;
-  /** `values` and padding, so that every 64-slot window can be read as 9 bytes. */
+  /**
+   * `values`, read in place: a filter deserialised from a block copies nothing. A window
+   * reads a ninth byte only when its start is not a multiple of 8, and then (start ≤
+   * slots − 64) that byte is still in its column: no read passes the values, and the view
+   * ends with them so that one would throw.
+   */
   private readonly view: DataView;
   private readonly columnBytes: number;
   private readonly span: number;
@@ -90,10 +95,8 @@ export class RibbonFilter implements RibbonShape {
     this.bits = bits;
     this.seed = seed;
     this.columnBytes = slots / 8;
-    const padded = new Uint8Array(length + 8);
-    padded.set(values);
-    this.values = padded.subarray(0, length);
-    this.view = new DataView(padded.buffer);
+    this.values = values;
+    this.view = new DataView(values.buffer, values.byteOffset, length);
     this.span = slots - RIBBON_WIDTH + 1;
     this.mask = 2 ** bits - 1;
   }
