@@ -79,8 +79,13 @@ export class CountingBloomFilter implements CountingShape {
   /** Whether `key` may be present: false means certainly not. */
   test(key: Key): boolean {
     hashKey(key);
-    let x = lastHash[0]!;
-    let y = lastHash[1]!;
+    return this.testHashed(lastHash[0]!, lastHash[1]!);
+  }
+
+  /** {@link test} for a hash given as two 32-bit halves. */
+  testHashed(lo: number, hi: number): boolean {
+    let x = lo;
+    let y = hi;
     for (let i = 1; i <= this.hashes; i++) {
       const c = (x * this.scale) >>> 0;
       if (((this.nibbles[c >>> 1]! >>> ((c & 1) << 2)) & 0xf) === 0) return false;

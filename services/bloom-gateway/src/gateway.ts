@@ -1,4 +1,4 @@
-import type { AnyFilter } from "@sieve/bloom";
+import { hashKey, lastHash, type AnyFilter } from "@sieve/bloom";
 import {
   ALL_METADATA_TOKENS,
   CHUNK_PREFIX_BYTES,
@@ -79,17 +79,25 @@ export function failOpen(
 
 const encoder = new TextEncoder();
 
-/** A token's UTF-8 bytes behind a slot for a chunk's prefix, and the bytes alone. */
+/**
+ * A token's UTF-8 bytes behind a slot for a chunk's prefix, the bytes alone, and their
+ * xxhash64 (the filters' hash) as two 32-bit halves: a request's series tests all look up
+ * the same unprefixed tokens, hashed once here instead of once a series.
+ */
 interface TokenKey {
   readonly prefixed: Uint8Array;
   readonly plain: Uint8Array;
+  readonly lo: number;
+  readonly hi: number;
 }
 
 function tokenKey(token: string): TokenKey {
   const bytes = encoder.encode(token);
   const prefixed = new Uint8Array(CHUNK_PREFIX_BYTES + bytes.length);
   prefixed.set(bytes, CHUNK_PREFIX_BYTES);
-  return { prefixed, plain: prefixed.subarray(CHUNK_PREFIX_BYTES) };
+  const plain = prefixed.subarray(CHUNK_PREFIX_BYTES);
+  hashKey(plain);
+  return { prefixed, plain, lo: lastHash[0]!, hi: lastHash[1]! };
 }
 
 /**
@@ -115,16 +123,16 @@ class CompiledTest {
   /** The metadata tokens the bloom holds: a kind it lacks answers "may match". */
   private tokens: MetadataTokens = ALL_METADATA_TOKENS;
   private readonly plain: MetadataOracle = {
-    key: (name) => this.hasKey(this.name(name)?.plain),
+    key: (name) => this.hasKey(this.name(name), false),
     // The pair first: for a needle it is the token that is absent (its name rarely is).
     pair: (name, value) =>
-      this.hasValue(this.pair(name, value)?.plain) && this.hasKey(this.name(name)?.plain),
+      this.hasValue(this.pair(name, value), false) && this.hasKey(this.name(name), false),
     line: (literal) => this.line(literal, false),
   };
   private readonly prefixed: MetadataOracle = {
-    key: (name) => this.hasKey(this.name(name)?.prefixed),
+    key: (name) => this.hasKey(this.name(name), true),
     pair: (name, value) =>
-      this.hasValue(this.pair(name, value)?.prefixed) && this.hasKey(this.name(name)?.prefixed),
+      this.hasValue(this.pair(name, value), true) && this.hasKey(this.name(name), true),
     line: (literal) => this.line(literal, true),
   };
 
@@ -199,7 +207,7 @@ class CompiledTest {
   private line(literal: string, prefixed: boolean): boolean {
     const lists = this.lines?.get(literal);
     if (lists === undefined || lists === null) return true;
-    return lists.some((list) => list.every((key) => this.has(prefixed ? key.prefixed : key.plain)));
+    return lists.some((list) => list.every((key) => this.has(key, prefixed)));
   }
 
   private name(name: string): TokenKey | undefined {
@@ -210,17 +218,18 @@ class CompiledTest {
     return this.pairs.get(name)?.get(value);
   }
 
-  private hasKey(key: Uint8Array | undefined): boolean {
-    return !this.tokens.keys || this.has(key);
+  private hasKey(key: TokenKey | undefined, prefixed: boolean): boolean {
+    return !this.tokens.keys || this.has(key, prefixed);
   }
 
-  private hasValue(key: Uint8Array | undefined): boolean {
-    return !this.tokens.values || this.has(key);
+  private hasValue(key: TokenKey | undefined, prefixed: boolean): boolean {
+    return !this.tokens.values || this.has(key, prefixed);
   }
 
   /** Every token the tree looks up was compiled; an unknown one cannot prune. */
-  private has(key: Uint8Array | undefined): boolean {
-    return key === undefined || this.filter === undefined || this.filter.test(key);
+  private has(key: TokenKey | undefined, prefixed: boolean): boolean {
+    if (key === undefined || this.filter === undefined) return true;
+    return prefixed ? this.filter.test(key.prefixed) : this.filter.testHashed(key.lo, key.hi);
   }
 }
 
