@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync, type Stats } from "node:fs";
 import { mkdir, open, readFile, readdir, rename, stat, unlink } from "node:fs/promises";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { StorageError } from "./errors.js";
@@ -86,15 +86,7 @@ export class FsObjectStore implements ObjectStore {
       throw this.readError(err, key);
     }
     try {
-      const st = await fh.stat();
-      if (!st.isFile()) throw new StorageError("not_found", key);
-      if (offset > st.size) {
-        throw new StorageError(
-          "invalid_range",
-          `offset ${offset} past the end (${st.size}) of ${key}`,
-        );
-      }
-      const n = Math.min(length, st.size - offset);
+      const n = rangeLength(key, await fh.stat(), offset, length);
       const out = Buffer.allocUnsafe(n);
       let got = 0;
       while (got < n) {
@@ -120,15 +112,7 @@ export class FsObjectStore implements ObjectStore {
       throw this.readError(err, key);
     }
     try {
-      const st = fstatSync(fd);
-      if (!st.isFile()) throw new StorageError("not_found", key);
-      if (offset > st.size) {
-        throw new StorageError(
-          "invalid_range",
-          `offset ${offset} past the end (${st.size}) of ${key}`,
-        );
-      }
-      const n = Math.min(length, st.size - offset);
+      const n = rangeLength(key, fstatSync(fd), offset, length);
       const out = Buffer.allocUnsafe(n);
       let got = 0;
       while (got < n) {
@@ -369,6 +353,15 @@ export class FsObjectStore implements ObjectStore {
     }
     return backend(`read ${key}`, err);
   }
+}
+
+/** The bytes a range read of `key` returns; refuses a directory and an offset past the end. */
+function rangeLength(key: string, st: Stats, offset: number, length: number): number {
+  if (!st.isFile()) throw new StorageError("not_found", key);
+  if (offset > st.size) {
+    throw new StorageError("invalid_range", `offset ${offset} past the end (${st.size}) of ${key}`);
+  }
+  return Math.min(length, st.size - offset);
 }
 
 // A full disk, too many open files or a busy device can clear up; a permission cannot.
