@@ -80,13 +80,12 @@ export function failOpen(
 const encoder = new TextEncoder();
 
 /**
- * A token's UTF-8 bytes behind a slot for a chunk's prefix, the bytes alone, and their
- * xxhash64 (the filters' hash) as two 32-bit halves: a request's series tests all look up
- * the same unprefixed tokens, hashed once here instead of once a series.
+ * A token's UTF-8 bytes behind a slot for a chunk's prefix, and the xxhash64 (the filters'
+ * hash) of the bytes alone as two 32-bit halves: a request's series tests all look up the
+ * same unprefixed tokens, hashed once here instead of once a series.
  */
 interface TokenKey {
   readonly prefixed: Uint8Array;
-  readonly plain: Uint8Array;
   readonly lo: number;
   readonly hi: number;
 }
@@ -95,9 +94,8 @@ function tokenKey(token: string): TokenKey {
   const bytes = encoder.encode(token);
   const prefixed = new Uint8Array(CHUNK_PREFIX_BYTES + bytes.length);
   prefixed.set(bytes, CHUNK_PREFIX_BYTES);
-  const plain = prefixed.subarray(CHUNK_PREFIX_BYTES);
-  hashKey(plain);
-  return { prefixed, plain, lo: lastHash[0]!, hi: lastHash[1]! };
+  hashKey(bytes);
+  return { prefixed, lo: lastHash[0]!, hi: lastHash[1]! };
 }
 
 /**
