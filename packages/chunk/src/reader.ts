@@ -287,7 +287,7 @@ export class ChunkReader {
 
   /** Checks what is otherwise checked at first use: the symbol table and the block symbols. */
   check(): void {
-    if (this.symbols.count > 0) this.symbols.get(0);
+    this.symbols.check();
     this.blockSymbols?.decode();
   }
 

@@ -16,8 +16,7 @@ export class SymbolTable {
   /** Where the first symbol's length starts. */
   private readonly first: number;
   /** Where symbol i's UTF-8 bytes start and end, once walked. */
-  private starts: Uint32Array | undefined;
-  private ends: Uint32Array | undefined;
+  private bounds: { readonly starts: Uint32Array; readonly ends: Uint32Array } | undefined;
   private readonly decoded: (string | undefined)[];
 
   constructor(
@@ -68,11 +67,17 @@ export class SymbolTable {
     return out;
   }
 
+  /** Checks what the constructor left for first use: that the lengths add up to the table. */
+  check(): void {
+    this.walk();
+  }
+
   /** Walks the lengths once; throws a ChunkError when they do not add up to the table. */
-  private walk(): { starts: Uint32Array; ends: Uint32Array } {
-    if (this.starts !== undefined && this.ends !== undefined) {
-      return { starts: this.starts, ends: this.ends };
-    }
+  private walk(): { readonly starts: Uint32Array; readonly ends: Uint32Array } {
+    return (this.bounds ??= this.lengths());
+  }
+
+  private lengths(): { starts: Uint32Array; ends: Uint32Array } {
     const r = new ByteReader(this.buf, this.where);
     r.pos = this.first;
     const starts = new Uint32Array(this.count);
@@ -84,8 +89,6 @@ export class SymbolTable {
       ends[i] = r.pos;
     }
     r.expectEnd();
-    this.starts = starts;
-    this.ends = ends;
     return { starts, ends };
   }
 }
@@ -99,8 +102,7 @@ export class SymbolTable {
  */
 export class BlockSymbols {
   /** Every block's sorted ids, one after the other; block b's are [bounds[b], bounds[b+1]). */
-  private ids: Uint32Array | undefined;
-  private bounds: Uint32Array | undefined;
+  private lists: { readonly ids: Uint32Array; readonly bounds: Uint32Array } | undefined;
 
   constructor(
     private readonly raw: Uint8Array,
@@ -124,15 +126,16 @@ export class BlockSymbols {
   }
 
   /** Decodes the lists once; throws a ChunkError when they are damaged. */
-  decode(): { ids: Uint32Array; bounds: Uint32Array } {
-    if (this.ids !== undefined && this.bounds !== undefined) {
-      return { ids: this.ids, bounds: this.bounds };
-    }
+  decode(): { readonly ids: Uint32Array; readonly bounds: Uint32Array } {
+    return (this.lists ??= this.read());
+  }
+
+  private read(): { ids: Uint32Array; bounds: Uint32Array } {
     const { raw, blockCount, symbolCount } = this;
     const r = new ByteReader(raw, "block symbols");
     const bounds = new Uint32Array(blockCount + 1);
     // Each id takes at least one byte: bounds the array before it is allocated.
-    const all = new Uint32Array(raw.byteLength);
+    const ids = new Uint32Array(raw.byteLength);
     let k = 0;
     for (let b = 0; b < blockCount; b++) {
       bounds[b] = k;
@@ -141,14 +144,12 @@ export class BlockSymbols {
       for (let j = 0; j < n; j++) {
         id += 1 + r.uvarint(symbolCount);
         if (id >= symbolCount) r.fail(`block ${b} refers to symbol ${id} of ${symbolCount}`);
-        all[k++] = id;
+        ids[k++] = id;
       }
     }
     bounds[blockCount] = k;
     r.expectEnd();
-    this.ids = all.subarray(0, k);
-    this.bounds = bounds;
-    return { ids: this.ids, bounds };
+    return { ids: ids.subarray(0, k), bounds };
   }
 }
 
