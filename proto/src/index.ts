@@ -7,8 +7,13 @@
  */
 export { decodePushRequest, encodePushRequest, timestampNs } from "./push.js";
 export type { PushRequest, PushStream, PushEntry, PushTimestamp, LabelPair } from "./push.js";
-export { encodeQueueRecord, decodeQueueRecord } from "./queue-record.js";
-export type { QueueRecord, QueueEntry } from "./queue-record.js";
+export {
+  encodeQueueRecord,
+  decodeQueueRecord,
+  readQueueRecord,
+  QueueEntryView,
+} from "./queue-record.js";
+export type { QueueRecord, QueueEntry, QueueRecordView } from "./queue-record.js";
 export { snappyUncompress, snappyDeclaredLength } from "./snappy.js";
 export { ProtoError, PROTO_ERRORS } from "./errors.js";
 export type { ProtoErrorCode } from "./errors.js";

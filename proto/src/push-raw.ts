@@ -8,12 +8,13 @@
  *
  * The records say what protobufjs would have decoded: the last occurrence of a scalar
  * field wins, unknown fields are skipped, an entry without a timestamp is at 0. Invalid
- * UTF-8 is carried as it came (as Loki does) and becomes U+FFFD where the ingester reads
- * the record, where the string path turned it into U+FFFD here; for valid UTF-8 the two
- * paths write the same bytes (push-raw.test.ts checks it).
+ * UTF-8 is carried as it came (as Loki does) and becomes U+FFFD where the ingester writes
+ * it into a chunk, where the string path turned it into U+FFFD here; for valid UTF-8 the
+ * two paths write the same bytes (push-raw.test.ts checks it).
  */
 import { countPushMessages } from "./push.js";
 import { ProtoError } from "./errors.js";
+import { WireReader } from "./wire.js";
 import {
   QUEUE_RECORD_HEADER_BYTES,
   halves,
@@ -211,73 +212,6 @@ function grow(a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> {
   const next = new Int32Array(a.length * 2);
   next.set(a);
   return next;
-}
-
-/**
- * Reads varints and skips fields of bytes {@link countPushMessages} found well-formed, so
- * it checks nothing again.
- */
-class WireReader {
-  at = 0;
-  /** The halves of the last {@link varint64}: `lo` unsigned, `hi` signed. */
-  lo = 0;
-  hi = 0;
-
-  constructor(readonly buf: Buffer) {}
-
-  varint32(): number {
-    let b = this.buf[this.at++]!;
-    if (b < 0x80) return b;
-    let value = b & 0x7f;
-    let shift = 7;
-    do {
-      b = this.buf[this.at++]!;
-      if (shift < 32) value += (b & 0x7f) * 2 ** shift;
-      shift += 7;
-    } while (b >= 0x80);
-    return value % 4294967296;
-  }
-
-  /** A length prefix: answers where the field it starts ends. */
-  lengthEnd(): number {
-    const length = this.varint32();
-    return this.at + length;
-  }
-
-  varint64(): void {
-    let lo = 0;
-    let hi = 0;
-    let shift = 0;
-    let b: number;
-    do {
-      b = this.buf[this.at++]!;
-      const bits = b & 0x7f;
-      if (shift < 28) lo |= bits << shift;
-      else if (shift === 28) {
-        lo |= (bits & 0x0f) << 28;
-        hi |= bits >> 4;
-      } else if (shift < 64) hi |= bits << (shift - 32);
-      shift += 7;
-    } while (b >= 0x80);
-    this.lo = lo >>> 0;
-    this.hi = hi | 0;
-  }
-
-  skip(tag: number): void {
-    switch (tag & 7) {
-      case 0:
-        while (this.buf[this.at++]! >= 0x80);
-        break;
-      case 1:
-        this.at += 8;
-        break;
-      case 2:
-        this.at = this.lengthEnd();
-        break;
-      default:
-        this.at += 4;
-    }
-  }
 }
 
 // ---- queue records from ranges --------------------------------------------------------
