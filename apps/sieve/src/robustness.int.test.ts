@@ -4,6 +4,8 @@
 // (p99 < 200 ms, probed every 50 ms); and the canary lines pushed before are all there
 // after. Case 5 (the object store) and 6 (failures nobody sees) are tested where the
 // store, the WAL and the Kafka consumer live; case 8 with the internal listener.
+import { encodePushRequest } from "@sieve/proto";
+import { compress } from "snappyjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type Answer,
@@ -110,6 +112,62 @@ describe("issue 10 case 1: a lone UTF-16 surrogate in a JSON label value", () =>
           }
         }
         await expectIntact(sieve, canary);
+      };
+      await check("before the flush");
+      await flush(sieve);
+      await check("after the flush");
+      sieve = await sieve.restart();
+      await check("after a restart");
+    } finally {
+      await sieve.dispose();
+    }
+  }, 120_000);
+});
+
+describe("a protobuf push whose line is not UTF-8", () => {
+  it("reads back as U+FFFD beside its stream's other lines, before and after a flush and a restart", async () => {
+    let sieve = await startSieve();
+    try {
+      const now = Date.now();
+      const at = (i: number) => ({ seconds: Math.floor(now / 1000) - 10 + i, nanos: 0 });
+      const encoded = Buffer.from(
+        encodePushRequest({
+          streams: [
+            {
+              labels: '{app="bytes"}',
+              entries: [
+                { timestamp: at(0), line: "before", structuredMetadata: [] },
+                { timestamp: at(1), line: "a#PLACE#b", structuredMetadata: [] },
+                { timestamp: at(2), line: "after", structuredMetadata: [] },
+              ],
+            },
+          ],
+        }),
+      );
+      // The same length: a truncated sequence, a stray continuation byte and 0xff.
+      const placeholder = encoded.indexOf("#PLACE#");
+      Buffer.from([0x61, 0xe2, 0x82, 0x62, 0x80, 0xff, 0x63]).copy(encoded, placeholder);
+      const pushed = await send(sieve.url, {
+        kind: "protobuf",
+        method: "POST",
+        path: "/loki/api/v1/push",
+        headers: { "Content-Type": "application/x-protobuf" },
+        body: compress(encoded),
+      });
+      expect(pushed.status, said("the push", pushed)).toBe(204);
+      const check = async (when: string): Promise<void> => {
+        const params = new URLSearchParams({
+          query: '{app="bytes"}',
+          direction: "forward",
+          ...lastHour(),
+        });
+        const res = await fetch(`${sieve.url}/loki/api/v1/query_range?${params.toString()}`);
+        expect(res.status, `${when}: the query`).toBe(200);
+        const lines = (
+          (await res.json()) as { data: { result: { values: [string, string][] }[] } }
+        ).data.result.flatMap((r) => r.values.map(([, line]) => line));
+        // One U+FFFD per maximal invalid sequence (the WHATWG decoder's rule, Node's).
+        expect(lines, when).toEqual(["before", "aa\ufffdb\ufffd\ufffdcb", "after"]);
       };
       await check("before the flush");
       await flush(sieve);

@@ -1,10 +1,11 @@
+import { isUtf8 } from "node:buffer";
 import { ByteWriter, isInt64 } from "./bytes.js";
 import { decodeBlockPayload } from "./block.js";
 import type { BlockMeta } from "./block.js";
 import { snappyCompress, snappyUncompress } from "./codec.js";
 import { crc32c } from "@sieve/kit";
 import { sameEntry } from "./entry.js";
-import type { Entry } from "./entry.js";
+import type { Entry, EntryWithBytes } from "./entry.js";
 import { ChunkError } from "./errors.js";
 import { StringIds } from "./intern.js";
 import { sortedDistinct, writeBlockSymbols } from "./symbols.js";
@@ -88,6 +89,21 @@ const scratch = { writer: new ByteWriter() };
  */
 const FIRST_PAGE_BYTES = 1024;
 const PAGE_BYTES = 32 * 1024;
+
+/**
+ * The source of an entry's line bytes ({@link EntryWithBytes}) when they are to be copied:
+ * undefined for an entry without them, and for bytes that are not UTF-8, which take the
+ * text's path and are written as its U+FFFD (a chunk holds UTF-8 only). Throws
+ * `invalid_entry` for a range outside the source.
+ */
+function lineSource(entry: Entry): Buffer | undefined {
+  const { source, lineStart, lineEnd } = entry as Partial<EntryWithBytes>;
+  if (source === undefined) return undefined;
+  if (!(lineStart! >= 0 && lineStart! <= lineEnd! && lineEnd! <= source.length)) {
+    throw new ChunkError("invalid_entry", "line bytes outside their source");
+  }
+  return isUtf8(source.subarray(lineStart, lineEnd)) ? source : undefined;
+}
 
 /**
  * The head chunk of one stream: entries are appended in any order, cut into blocks of
@@ -222,12 +238,13 @@ export class ChunkBuilder {
   }
 
   /**
-   * Adds an entry; answers false when it is an exact duplicate of one already held (and
-   * drops it). Throws `invalid_entry` for a timestamp outside int64, a non-string line or
+   * Adds an entry, its line copied from its bytes when it has them ({@link EntryWithBytes});
+   * answers false when it is an exact duplicate of one already held (and drops it). Throws `invalid_entry` for a timestamp outside int64, a non-string line or
    * metadata, or an entry above MAX_LINE_BYTES; `too_large` when the symbol table is full.
    */
   append(entry: Entry): boolean {
-    const bytes = this.validate(entry);
+    const source = lineSource(entry);
+    const bytes = this.validate(entry, source !== undefined);
     const ts = entry.timestamp;
     const md = entry.structuredMetadata;
     // Interned first (a duplicate adds no symbol: its strings are in the table already),
@@ -245,7 +262,11 @@ export class ChunkBuilder {
     const page = this.room(10 + bytes.line + 10 * md.length);
     const start = this.pagePos;
     let pos = putUvarint(page, start, bytes.line);
-    pos += page.write(entry.line, pos, bytes.line, "utf8");
+    if (source === undefined) pos += page.write(entry.line, pos, bytes.line, "utf8");
+    else {
+      const { lineStart, lineEnd } = entry as EntryWithBytes;
+      pos += source.copy(page, pos, lineStart, lineEnd);
+    }
     pos = putUvarint(page, pos, md.length);
     for (let j = idStart; j < this.headIdCount; j++) pos = putUvarint(page, pos, this.headIds[j]!);
     if (this.isDuplicate(entry, page, start, pos)) {
@@ -493,18 +514,28 @@ export class ChunkBuilder {
   }
 
   /** Checks an entry's types and sizes, and room for its metadata; answers its encoded size. */
-  private validate(entry: Entry): { estimate: number; upper: number; line: number } {
-    const { timestamp, line, structuredMetadata: md } = entry;
+  private validate(
+    entry: Entry,
+    withBytes: boolean,
+  ): { estimate: number; upper: number; line: number } {
+    const { timestamp, structuredMetadata: md } = entry;
     if (typeof timestamp !== "bigint" || !isInt64(timestamp)) {
       throw new ChunkError(
         "invalid_entry",
         `timestamp must be a signed 64-bit bigint, got ${String(timestamp)}`,
       );
     }
-    if (typeof line !== "string") throw new ChunkError("invalid_entry", "line must be a string");
+    let lineBytes: number;
+    if (withBytes) {
+      const { lineStart, lineEnd } = entry as EntryWithBytes;
+      lineBytes = lineEnd - lineStart;
+    } else {
+      const { line } = entry;
+      if (typeof line !== "string") throw new ChunkError("invalid_entry", "line must be a string");
+      lineBytes = Buffer.byteLength(line, "utf8");
+    }
     if (!Array.isArray(md))
       throw new ChunkError("invalid_entry", "structuredMetadata must be an array");
-    const lineBytes = Buffer.byteLength(line, "utf8");
     let bytes = ENTRY_OVERHEAD + lineBytes;
     // An upper bound on the symbol bytes it may add (3 UTF-8 bytes a UTF-16 unit): only an
     // entry that could fill the table has its strings looked up.

@@ -3,7 +3,7 @@ import { describe, expect, test } from "vitest";
 import { ChunkBuilder, encodeChunk } from "./builder.js";
 import { ByteReader, ByteWriter } from "./bytes.js";
 import { crc32c } from "@sieve/kit";
-import type { Entry, MetadataPair } from "./entry.js";
+import type { Entry, EntryWithBytes, MetadataPair } from "./entry.js";
 import { ChunkError } from "./errors.js";
 import type { ChunkErrorCode } from "./errors.js";
 import { DEFAULT_BLOCK_TARGET_BYTES, MAX_BLOCK_RAW_BYTES, TRAILER_BYTES } from "./format.js";
@@ -357,6 +357,56 @@ describe("chunk builder input", () => {
     const b = new ChunkBuilder();
     expect(codeOf(() => b.append(entry as Entry))).toBe("invalid_entry");
     expect(b.entryCount).toBe(0);
+  });
+
+  test.each([
+    ["starting before its source", -1, 1],
+    ["ending past its source", 0, 9],
+    ["ending before it starts", 2, 1],
+  ])("refuses line bytes %s with invalid_entry", (_, lineStart, lineEnd) => {
+    const b = new ChunkBuilder();
+    const entry: EntryWithBytes = { ...ok, source: Buffer.from("abcdefgh"), lineStart, lineEnd };
+    expect(codeOf(() => b.append(entry))).toBe("invalid_entry");
+    expect(b.entryCount).toBe(0);
+  });
+
+  test("an entry given as bytes makes the chunk its text makes", () => {
+    fc.assert(
+      fc.property(chunkArb, fc.string({ maxLength: 8 }), (entries, pad) => {
+        const text = new ChunkBuilder({ blockTargetBytes: 512 });
+        const bytes = new ChunkBuilder({ blockTargetBytes: 512 });
+        for (const e of entries) {
+          const line = Buffer.from(e.line);
+          const source = Buffer.concat([Buffer.from(pad), line, Buffer.from(pad)]);
+          const lineStart = Buffer.byteLength(pad);
+          const viewed: EntryWithBytes = {
+            timestamp: e.timestamp,
+            structuredMetadata: e.structuredMetadata,
+            source,
+            lineStart,
+            lineEnd: lineStart + line.length,
+            get line(): string {
+              // Read only to compare with a cut block's entries (a duplicate's rare path).
+              return e.line;
+            },
+          };
+          expect(bytes.append(viewed)).toBe(text.append(e));
+        }
+        expect(Buffer.from(bytes.encode().bytes).equals(Buffer.from(text.encode().bytes))).toBe(
+          true,
+        );
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  test("line bytes that are not UTF-8 are written as their text, with U+FFFD", () => {
+    const b = new ChunkBuilder();
+    const source = Buffer.from([0x61, 0xff, 0x62]);
+    const line = source.toString();
+    const entry: EntryWithBytes = { ...ok, line, source, lineStart: 0, lineEnd: 3 };
+    b.append(entry);
+    expect(decodeChunk(b.encode().bytes).entries[0]!.line).toBe("a\ufffdb");
   });
 
   test("refuses an empty chunk and bad options", () => {

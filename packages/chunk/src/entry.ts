@@ -16,6 +16,18 @@ export interface Entry {
   readonly structuredMetadata: readonly Label[];
 }
 
+/**
+ * An entry whose line is also at hand as UTF-8 bytes, `source[lineStart, lineEnd)` (the
+ * ingester's, read from queue records): a builder copies those bytes and does not read
+ * `line`, unless they are not UTF-8: a chunk holds UTF-8 only, so `line` (its U+FFFD) is
+ * written then.
+ */
+export interface EntryWithBytes extends Entry {
+  readonly source: Buffer;
+  readonly lineStart: number;
+  readonly lineEnd: number;
+}
+
 /** True when `a` and `b` are exact duplicates: same timestamp, line and metadata, in order. */
 export function sameEntry(a: Entry, b: Entry): boolean {
   if (a.timestamp !== b.timestamp || a.line !== b.line) return false;

@@ -2,7 +2,7 @@ export { chunkKey } from "./ref.js";
 export type { ChunkRef } from "./ref.js";
 export { CHUNK_ERRORS, ChunkError } from "./errors.js";
 export type { ChunkErrorCode } from "./errors.js";
-export type { Entry, MetadataPair } from "./entry.js";
+export type { Entry, EntryWithBytes, MetadataPair } from "./entry.js";
 export type { BlockMeta, EntryTest } from "./block.js";
 export { ChunkBuilder, encodeChunk } from "./builder.js";
 export type { ChunkBuilderOptions, EncodedChunk } from "./builder.js";

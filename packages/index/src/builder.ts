@@ -207,6 +207,11 @@ export class SeriesBloomBuilder {
     this.live = this.layout === "scalable";
   }
 
+  /** Whether lines are tokenized (n-grams are on): a caller passes `line` only then. */
+  get readsLines(): boolean {
+    return this.ngrams !== undefined;
+  }
+
   /** Tokenizes one entry of the head chunk: its structured metadata, and its line if n-grams are on. */
   add(metadata: readonly MetadataPair[], line?: string): void {
     this.headEntries++;

@@ -113,7 +113,12 @@ export class Head {
         this.snapshot = undefined;
         this.recent = [];
       } else {
-        this.recent.push(entry);
+        // A plain copy: an entry read from a record is a view of the record's bytes.
+        this.recent.push({
+          timestamp: entry.timestamp,
+          line: entry.line,
+          structuredMetadata: entry.structuredMetadata,
+        });
       }
     }
     return true;

@@ -6,7 +6,7 @@
  * heads are cut and flushed and its offsets committed is flush.ts; readiness is health.ts;
  * answering queries from what is in memory is query.ts.
  */
-import { decodeQueueRecord } from "@sieve/proto";
+import { readQueueRecord } from "@sieve/proto";
 import type { IngesterPatternsRequest, PatternSeries, QueueRecord } from "@sieve/proto";
 import type { ConsumedBatch, QueueConsumer, QueuePosition } from "@sieve/queue";
 import { MemoryWatermark } from "@sieve/kit";
@@ -347,7 +347,7 @@ export class Ingester implements IngesterQuerier, IngesterTailer {
       this.metrics.recordsConsumed.inc();
       let record: QueueRecord;
       try {
-        record = decodeQueueRecord(rec.value);
+        record = readQueueRecord(rec.value);
       } catch (error) {
         this.metrics.recordsDropped.inc({ reason: "corrupt_record" });
         this.logger.warn(

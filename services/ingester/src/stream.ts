@@ -8,13 +8,18 @@ import { ChunkError } from "@sieve/chunk";
 import type { Entry } from "@sieve/chunk";
 import type { SeriesBloomBuilder } from "@sieve/index";
 import { parseLabels } from "@sieve/labels";
-import type { QueueRecord } from "@sieve/proto";
+import { QueueEntryView, type QueueRecord } from "@sieve/proto";
 import type { IngesterConfig } from "./config.js";
 import type { CutChunk } from "./flush.js";
 import { Head } from "./head.js";
 import type { FlushReason } from "./head.js";
 import type { IngesterMetrics } from "./metrics.js";
 import type { StreamPatterns } from "./patterns.js";
+
+/** An entry of a record as the chunk's Entry, its line a string. */
+function plainEntry(e: QueueRecord["entries"][number]): Entry {
+  return { timestamp: e.timestampNs, line: e.line, structuredMetadata: e.structuredMetadata };
+}
 
 /** The key of a stream in the ingester's maps: tenant and fingerprint. */
 export function streamKey(tenant: string, fingerprint: bigint): string {
@@ -91,12 +96,12 @@ export class Stream {
     const patterns = this.patterns;
     let appended = 0;
     let cutBytes = 0;
+    const bloom = this.bloom;
+    const ngrams = bloom?.readsLines === true;
     for (const e of entries) {
-      const entry: Entry = {
-        timestamp: e.timestampNs,
-        line: e.line,
-        structuredMetadata: e.structuredMetadata,
-      };
+      // A record's view is appended as it is: the head copies its line's bytes, and only
+      // what needs the text (n-grams, patterns, tails) decodes it.
+      const entry: Entry = e instanceof QueueEntryView ? e : plainEntry(e);
       this.head ??= new Head(config.chunkBlockBytes, nowMs);
       let ok: boolean;
       try {
@@ -125,10 +130,11 @@ export class Stream {
         continue;
       }
       appended++;
-      appendedOut?.push(entry);
+      // A plain copy: a view would hold its record's bytes.
+      appendedOut?.push(e instanceof QueueEntryView ? plainEntry(e) : entry);
       // By the ids the head just interned: repeated metadata costs no string work.
       const builder = this.head.builder;
-      this.bloom?.addInterned(builder.lastEntryIds, builder.symbolList, entry.line);
+      bloom?.addInterned(builder.lastEntryIds, builder.symbolList, ngrams ? entry.line : undefined);
       patterns?.train(e.line, e.timestampNs, e.structuredMetadata, nowMs);
     }
     metrics.entriesAppended.inc(appended);
