@@ -82,6 +82,17 @@ async function flush(sieve: Sieve): Promise<void> {
   expect(answer.status, said("POST /flush", answer)).toBe(204);
 }
 
+/** Runs `check` before a flush and after it, then restarts the process (the caller checks it again). */
+async function flushAndRestart(
+  sieve: Sieve,
+  check: (when: string) => Promise<void>,
+): Promise<Sieve> {
+  await check("before the flush");
+  await flush(sieve);
+  await check("after the flush");
+  return sieve.restart();
+}
+
 describe("issue 10 case 1: a lone UTF-16 surrogate in a JSON label value", () => {
   it("does not poison the tenant: every read endpoint answers, before and after a flush and a restart", async () => {
     let sieve = await startSieve();
@@ -113,10 +124,7 @@ describe("issue 10 case 1: a lone UTF-16 surrogate in a JSON label value", () =>
         }
         await expectIntact(sieve, canary);
       };
-      await check("before the flush");
-      await flush(sieve);
-      await check("after the flush");
-      sieve = await sieve.restart();
+      sieve = await flushAndRestart(sieve, check);
       await check("after a restart");
     } finally {
       await sieve.dispose();
@@ -169,10 +177,7 @@ describe("a protobuf push whose line is not UTF-8", () => {
         // One U+FFFD per maximal invalid sequence (the WHATWG decoder's rule, Node's).
         expect(lines, when).toEqual(["before", "aa\ufffdb\ufffd\ufffdcb", "after"]);
       };
-      await check("before the flush");
-      await flush(sieve);
-      await check("after the flush");
-      sieve = await sieve.restart();
+      sieve = await flushAndRestart(sieve, check);
       await check("after a restart");
     } finally {
       await sieve.dispose();
