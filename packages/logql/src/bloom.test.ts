@@ -313,4 +313,24 @@ describe("no false negatives", () => {
       { numRuns: 5000 },
     );
   });
+
+  it("refuses a block or an entry without the pair's value before it looks its name up", () => {
+    const q = parseExpr('{app="api"} | trace_id="t-9"');
+    if (q.kind !== "log") throw new Error("not a log query");
+    const test = extractBloomTests(q);
+    const asked: string[] = [];
+    const symbols = ["trace_id", "t-1"];
+    const filters = chunkFilters(
+      {
+        blockMayHold: (_, x) => (asked.push(x), symbols.includes(x)),
+        symbolIds: (x) => (asked.push(x), symbols.includes(x) ? [symbols.indexOf(x)] : []),
+      },
+      test,
+      { app: "api" },
+    )!;
+    expect(filters.block(0)).toBe(false);
+    expect(filters.entry(Uint32Array.of(0, 1), 1)).toBe(false);
+    // A chunk kept by a false positive: its names' ids (a walk of its symbol table) unasked.
+    expect(asked).toEqual(["t-9", "t-9"]);
+  });
 });

@@ -264,9 +264,12 @@ export function chunkFilters(
 ): ChunkFilters | undefined {
   if (test.kind === "all") return undefined;
   let b = 0;
+  // A pair's value first: it is rarer than its name (a trace id against trace_id, in every
+  // block), so a chunk that does not hold it is refused without finding the name's ids,
+  // which walks its symbol table, or decoding which blocks refer to them.
   const inBlock: MetadataOracle = {
     key: (name) => chunk.blockMayHold(b, name),
-    pair: (name, value) => chunk.blockMayHold(b, name) && chunk.blockMayHold(b, value),
+    pair: (name, value) => chunk.blockMayHold(b, value) && chunk.blockMayHold(b, name),
   };
   let refs: Uint32Array = new Uint32Array(0);
   let pairs = 0;
@@ -277,8 +280,9 @@ export function chunkFilters(
       return false;
     },
     pair: (name, value) => {
-      const names = chunk.symbolIds(name);
       const values = chunk.symbolIds(value);
+      if (values.length === 0) return false;
+      const names = chunk.symbolIds(name);
       for (let j = 0; j < pairs; j++) {
         if (names.includes(refs[2 * j]!) && values.includes(refs[2 * j + 1]!)) return true;
       }
