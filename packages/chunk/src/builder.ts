@@ -239,8 +239,10 @@ export class ChunkBuilder {
 
   /**
    * Adds an entry, its line copied from its bytes when it has them ({@link EntryWithBytes});
-   * answers false when it is an exact duplicate of one already held (and drops it). Throws `invalid_entry` for a timestamp outside int64, a non-string line or
-   * metadata, or an entry above MAX_LINE_BYTES; `too_large` when the symbol table is full.
+   * answers false when it is an exact duplicate of one already held (and drops it). Throws
+   * `invalid_entry` for a timestamp outside int64, a non-string line or metadata, line
+   * bytes outside their source, or an entry above MAX_LINE_BYTES; `too_large` when the
+   * symbol table is full.
    */
   append(entry: Entry): boolean {
     const source = lineSource(entry);
