@@ -283,6 +283,32 @@ describe("operations", () => {
   });
 });
 
+describe("detected_level", () => {
+  it("takes a level word that names an Object property as a word (was a 500 for the whole push)", async () => {
+    h = await startDistributor({ config: testConfig({}, { discoverLogLevels: true }) });
+    const res = await push(
+      protoBody({
+        streams: [
+          { labels: '{app="a"}', entries: [protoEntry("level=constructor x")] },
+          { labels: '{app="b", level="__proto__"}', entries: [protoEntry("ok")] },
+          {
+            labels: '{app="c"}',
+            entries: [protoEntry("ok", nowNs(), [{ name: "severity", value: "valueOf" }])],
+          },
+        ],
+      }),
+      { "content-type": "application/x-protobuf" },
+    );
+    expect(res).toEqual({ status: 204, text: "" });
+    const records = await readUntil(h.wal.consumer, (r) => r.length === 3);
+    const level = (app: string) =>
+      records
+        .find((r) => r.labels.includes(`app="${app}"`))!
+        .entries[0]!.structuredMetadata.find((p) => p.name === "detected_level")?.value;
+    expect([level("a"), level("b"), level("c")]).toEqual(["unknown", "__proto__", "valueOf"]);
+  });
+});
+
 describe("odd requests", () => {
   it.each([
     ["no body, no content type", undefined, {}, 400],

@@ -1,9 +1,18 @@
 // Loki's log level discovery, case by case (its field_detection_test.go is the reference),
 // and through preparation: `detected_level` reaches the queue record on both push paths.
 import { decodeQueueRecord, encodePushRequest } from "@sieve/proto";
+import fc from "fast-check";
 import { compress } from "snappyjs";
 import { describe, expect, it } from "vitest";
-import { LEVEL_LABEL, detectLevel, leadingLevel, normalizeLevel } from "./level.js";
+import {
+  LEVEL_FIELDS,
+  LEVEL_LABEL,
+  LEVEL_METADATA,
+  detectLevel,
+  leadingLevel,
+  levelMetadataName,
+  normalizeLevel,
+} from "./level.js";
 import { DEFAULT_LIMITS } from "./limits.js";
 import { preparePush } from "./prepare.js";
 
@@ -34,6 +43,11 @@ describe("detectLevel", () => {
     ["keywords: info", {}, {}, "GET /api took 3ms, info", "info"],
     ["keywords: warning", {}, {}, "disk almost full (warning)", "warn"],
     ["keywords: none", {}, {}, "GET /api 200", "unknown"],
+    // Words that name an Object property are words like any other.
+    ["a level label constructor", { level: "constructor" }, {}, "", "constructor"],
+    ["a level metadata field __proto__", {}, { lvl: "__proto__" }, "", "__proto__"],
+    ["logfmt level=constructor: keywords", {}, {}, "level=constructor x", "unknown"],
+    ["JSON level toString: keywords", {}, {}, '{"level":"toString"}', "unknown"],
   ])("%s", (_name, streamLabels, metadata, line, want) => {
     expect(detectLevel(labels(streamLabels), md(metadata), line)).toBe(want);
   });
@@ -46,6 +60,10 @@ describe("detectLevel", () => {
     [" level=info", undefined],
     ["lvl=info", undefined],
     ["level=", undefined],
+    ["level=constructor", undefined],
+    ["level=__proto__ x", undefined],
+    ["level=Information", "info"],
+    ["level=informations", undefined],
   ])("leadingLevel(%j) is %s, as the logfmt scan would say or nothing", (line, want) => {
     const bytes = Buffer.from(`xx${line}yy`);
     // The slice ends before "yy": a value running to the end of the line.
@@ -59,8 +77,52 @@ describe("detectLevel", () => {
     ["WARN", "warn"],
     ["err", "error"],
     ["panic", "panic"],
+    ["constructor", "constructor"],
+    ["__proto__", "__proto__"],
   ])("normalizes %s to %s", (level, want) => {
     expect(normalizeLevel(level)).toBe(want);
+  });
+});
+
+describe("the byte readers agree with the string path", () => {
+  const levels = ["trace", "debug", "info", "warn", "error", "critical", "fatal"];
+  const words = ["TRC", "dbg", "Information", "WRN", "warning", "err", "panic", "é", ...levels];
+  // Words, their prefixes and case changes, and any other text.
+  const word = fc.oneof(
+    fc.constantFrom(...words),
+    fc.tuple(fc.constantFrom(...words), fc.nat(12)).map(([w, n]) => w.slice(0, n)),
+    fc.string({ maxLength: 14 }),
+  );
+  const cased = fc
+    .tuple(word, fc.array(fc.boolean(), { minLength: 14, maxLength: 14 }))
+    .map(([w, up]) => Array.from(w, (c, i) => (up[i] ? c.toUpperCase() : c)).join(""));
+
+  it("leadingLevel finds every known word, whatever its case, as the logfmt scan would", () => {
+    fc.assert(
+      fc.property(cased, fc.constantFrom("", " msg=x", "\tx", "=y"), (w, tail) => {
+        const line = `level=${w}${tail}`;
+        const bytes = Buffer.from(`..${line}..`);
+        const got = leadingLevel(bytes, 2, bytes.length - 2);
+        const first = line.slice("level=".length).split(" ")[0]!;
+        expect(got !== undefined, line).toBe(levels.includes(normalizeLevel(first)));
+        if (got !== undefined) expect(got).toBe(detectLevel([], () => undefined, line));
+      }),
+    );
+  });
+
+  it("levelMetadataName finds exactly the names the detector reads", () => {
+    const names = fc.oneof(
+      fc.constantFrom(...LEVEL_METADATA, "span_id", "trace_id", "levels", "leve", "Lvl_", ""),
+      fc.string({ maxLength: 16 }),
+      fc.constantFrom(...LEVEL_FIELDS).map((n) => n.toUpperCase()),
+    );
+    fc.assert(
+      fc.property(names, (name) => {
+        const bytes = Buffer.from(`x${name}y`);
+        const want = LEVEL_METADATA.has(name) ? name : undefined;
+        expect(levelMetadataName(bytes, 1, bytes.length - 1)).toBe(want);
+      }),
+    );
   });
 });
 

@@ -33,26 +33,30 @@ const FIELD_SET = new Set(LEVEL_FIELDS);
 /** Loki's `logLevelFromJSONMaxDepth` default: levels nested deeper are not looked for. */
 const JSON_MAX_DEPTH = 2;
 
-const WORDS: Readonly<Record<string, string>> = {
-  trace: "trace",
-  trc: "trace",
-  debug: "debug",
-  dbg: "debug",
-  info: "info",
-  inf: "info",
-  information: "info",
-  warn: "warn",
-  wrn: "warn",
-  warning: "warn",
-  error: "error",
-  err: "error",
-  critical: "critical",
-  fatal: "fatal",
-};
+/**
+ * Known level words, lower case, and the level each means. A Map, not an object literal:
+ * `constructor` or `__proto__` are words a line may hold, not levels.
+ */
+const WORDS: ReadonlyMap<string, string> = new Map([
+  ["trace", "trace"],
+  ["trc", "trace"],
+  ["debug", "debug"],
+  ["dbg", "debug"],
+  ["info", "info"],
+  ["inf", "info"],
+  ["information", "info"],
+  ["warn", "warn"],
+  ["wrn", "warn"],
+  ["warning", "warn"],
+  ["error", "error"],
+  ["err", "error"],
+  ["critical", "critical"],
+  ["fatal", "fatal"],
+]);
 
 /** A level as Loki writes it (case-insensitive known words), or the value as it is. */
 export function normalizeLevel(level: string): string {
-  return WORDS[level.toLowerCase()] ?? level;
+  return WORDS.get(level.toLowerCase()) ?? level;
 }
 
 /** An entry's metadata as the detector reads it: a name's value, or undefined. */
@@ -65,13 +69,31 @@ export const LEVEL_METADATA: ReadonlySet<string> = new Set([
   ...LEVEL_FIELDS,
 ]);
 
-/**
- * First bytes of those names: a source holding names as bytes passes over every other
- * pair (trace_id, user, ...) without decoding its name.
- */
-export const LEVEL_FIRST_BYTES: ReadonlySet<number> = new Set(
-  [...LEVEL_METADATA].map((name) => name.charCodeAt(0)),
+/** Those names as bytes, by length (all are ASCII). */
+const METADATA_BY_LENGTH: readonly (readonly string[])[] = Array.from(
+  { length: Math.max(...[...LEVEL_METADATA].map((name) => name.length)) + 1 },
+  (_, length) => [...LEVEL_METADATA].filter((name) => name.length === length),
 );
+
+/**
+ * The name of `LEVEL_METADATA` that `bytes[start, end)` spell, or undefined: a source
+ * holding names as bytes passes over every other pair (trace_id, user, ...) without
+ * decoding its name.
+ */
+export function levelMetadataName(
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+): string | undefined {
+  const names = METADATA_BY_LENGTH[end - start];
+  if (names === undefined) return undefined;
+  for (const name of names) {
+    let i = 0;
+    while (i < name.length && bytes[start + i] === name.charCodeAt(i)) i++;
+    if (i === name.length) return name;
+  }
+  return undefined;
+}
 
 /**
  * The `detected_level` to add to an entry, or undefined when it already has one (Loki then
@@ -133,21 +155,40 @@ export function sourceLevel(
   return source.leadingLevel?.(i) ?? levelOfLine(source.line(i));
 }
 
-const LEVEL_PREFIX = Buffer.from("level=");
+const LEVEL_PREFIX = "level=";
+
+/** The known words by length, as `leadingLevel` compares them. */
+const WORDS_BY_LENGTH: readonly (readonly [string, string][])[] = Array.from(
+  { length: Math.max(...[...WORDS.keys()].map((word) => word.length)) + 1 },
+  (_, length) => [...WORDS].filter(([word]) => word.length === length),
+);
 
 /**
  * The level of a line held as bytes that starts with `level=` and a known word (the
- * common logfmt case), without decoding it; undefined for every other line.
+ * common logfmt case), read without decoding it (a string a line was a fifth of a push
+ * worker's level detection); undefined for every other line.
  */
-export function leadingLevel(bytes: Buffer, start: number, end: number): string | undefined {
+export function leadingLevel(bytes: Uint8Array, start: number, end: number): string | undefined {
   if (end - start < LEVEL_PREFIX.length + 3) return undefined;
-  if (bytes.compare(LEVEL_PREFIX, 0, LEVEL_PREFIX.length, start, start + LEVEL_PREFIX.length) !== 0)
-    return undefined;
+  for (let i = 0; i < LEVEL_PREFIX.length; i++) {
+    if (bytes[start + i] !== LEVEL_PREFIX.charCodeAt(i)) return undefined;
+  }
   const from = start + LEVEL_PREFIX.length;
   let to = from;
-  while (to < end && to - from <= 11 && bytes[to] !== 0x20) to++;
-  if (to - from > 11) return undefined;
-  return WORDS[bytes.toString("latin1", from, to).toLowerCase()];
+  while (to < end && to - from < WORDS_BY_LENGTH.length && bytes[to] !== 0x20) to++;
+  const words = WORDS_BY_LENGTH[to - from];
+  if (words === undefined) return undefined;
+  for (const [word, level] of words) {
+    let i = 0;
+    // ASCII letters compared without case, as the word lower-cased would be.
+    while (i < word.length && asciiLower(bytes[from + i]!) === word.charCodeAt(i)) i++;
+    if (i === word.length) return level;
+  }
+  return undefined;
+}
+
+function asciiLower(byte: number): number {
+  return byte >= 0x41 && byte <= 0x5a ? byte | 0x20 : byte;
 }
 
 /** The OpenTelemetry severity number's range, as Loki reads it. */
@@ -176,7 +217,7 @@ function levelOfLine(line: string): string {
     if (!LOGFMT_LEVEL_KEY.test(line)) return keywordLevel(line);
     value = logfmtLevel(line);
   } else return keywordLevel(line);
-  const known = value === undefined ? undefined : WORDS[value.toLowerCase()];
+  const known = value === undefined ? undefined : WORDS.get(value.toLowerCase());
   return known ?? keywordLevel(line);
 }
 

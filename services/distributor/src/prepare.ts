@@ -25,11 +25,11 @@ import {
 import type { RawPush } from "@sieve/proto";
 import { DecodeError, decodeJsonPush, decodeOtlpPush, decodeProtobufPush } from "./decode.js";
 import {
-  LEVEL_FIRST_BYTES,
   LEVEL_LABEL,
   LEVEL_METADATA,
   labelLevel,
   leadingLevel,
+  levelMetadataName,
   sourceLevel,
 } from "./level.js";
 import { UNKNOWN_SERVICE, otlpStreams } from "./otlp.js";
@@ -225,9 +225,8 @@ function rawSources(push: RawPush): StreamSource[] {
       let out: Map<string, string> | undefined;
       const { bytes } = push;
       for (let p = s.entries[i * 4 + 2]!; p < s.entries[i * 4 + 3]!; p++) {
-        if (!LEVEL_FIRST_BYTES.has(bytes[s.pairs[p * 4]!]!)) continue;
-        const name = bytes.toString("utf8", s.pairs[p * 4], s.pairs[p * 4 + 1]);
-        if (!LEVEL_METADATA.has(name) || out?.has(name) === true) continue;
+        const name = levelMetadataName(bytes, s.pairs[p * 4]!, s.pairs[p * 4 + 1]!);
+        if (name === undefined || out?.has(name) === true) continue;
         out ??= new Map();
         out.set(name, bytes.toString("utf8", s.pairs[p * 4 + 2], s.pairs[p * 4 + 3]));
       }
