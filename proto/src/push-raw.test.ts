@@ -34,8 +34,14 @@ const push = fc.record({
   ),
 });
 
+/** One more pair for some kept entries (the distributor's detected_level), by position. */
+interface Extra {
+  readonly name: string;
+  readonly values: readonly (string | undefined)[];
+}
+
 /** The records the string path writes for `request`, all entries or those `keep` picks. */
-function viaStrings(bytes: Uint8Array, keep: (i: number) => boolean): Uint8Array[] {
+function viaStrings(bytes: Uint8Array, keep: (i: number) => boolean, extra?: Extra): Uint8Array[] {
   return decodePushRequest(bytes).streams.map((s) =>
     encodeQueueRecord({
       tenant: "tenant-ä",
@@ -43,31 +49,49 @@ function viaStrings(bytes: Uint8Array, keep: (i: number) => boolean): Uint8Array
       fingerprint: 0xfedcba9876543210n,
       entries: s.entries
         .filter((_e, i) => keep(i))
-        .map((e) => ({
-          timestampNs: timestampNs(e.timestamp),
-          line: e.line,
-          structuredMetadata: e.structuredMetadata,
-        })),
+        .map((e, k) => {
+          const value = extra?.values[k];
+          return {
+            timestampNs: timestampNs(e.timestamp),
+            line: e.line,
+            structuredMetadata:
+              value === undefined
+                ? e.structuredMetadata
+                : [...e.structuredMetadata, { name: extra!.name, value }],
+          };
+        }),
     }),
   );
 }
 
-function viaRanges(bytes: Uint8Array, keep: (i: number) => boolean): Uint8Array[] {
+function viaRanges(bytes: Uint8Array, keep: (i: number) => boolean, extra?: Extra): Uint8Array[] {
   const raw = decodePushRaw(bytes);
   return raw.streams.map((s) => {
     const kept = Array.from({ length: s.count }, (_v, i) => i).filter(keep);
-    return encodeQueueRecordRaw("tenant-ä", s.labels, 0xfedcba9876543210n, raw, s, kept);
+    return encodeQueueRecordRaw("tenant-ä", s.labels, 0xfedcba9876543210n, raw, s, kept, extra);
   });
 }
 
+// Names and values from a pool larger than the encoder remembers (64), and new ones.
+const extra = fc.option(
+  fc.record({
+    name: fc.constantFrom("detected_level", "lvl", "ä"),
+    values: fc.array(
+      fc.option(fc.oneof(fc.integer({ min: 0, max: 99 }).map(String), text), { nil: undefined }),
+      { maxLength: 12 },
+    ),
+  }),
+  { nil: undefined },
+);
+
 describe("pushes read as byte ranges", () => {
-  it("write the same queue records as the decoded strings, whole or filtered", () => {
+  it("write the same queue records as the decoded strings, whole or filtered, with a pair added", () => {
     fc.assert(
-      fc.property(push, fc.nat(3), (request, modulo) => {
+      fc.property(push, fc.nat(3), extra, (request, modulo, more) => {
         const bytes = encodePushRequest(request);
         const keep = (i: number): boolean => modulo === 0 || i % (modulo + 1) !== 0;
-        const a = viaStrings(bytes, keep);
-        const b = viaRanges(bytes, keep);
+        const a = viaStrings(bytes, keep, more);
+        const b = viaRanges(bytes, keep, more);
         expect(b.map((r) => Buffer.from(r).toString("hex"))).toEqual(
           a.map((r) => Buffer.from(r).toString("hex")),
         );
