@@ -1,8 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseLabels } from "@sieve/labels";
-import { decodeQueueRecord } from "@sieve/proto";
+import { compress } from "snappyjs";
+import { fingerprint, parseLabels } from "@sieve/labels";
+import { decodeQueueRecord, encodePushRequest } from "@sieve/proto";
 import { DEFAULT_LIMITS } from "./limits.js";
+import type { TenantLimits } from "./limits.js";
 import { preparePush, withServiceName } from "./prepare.js";
 import type { PrepareOutcome, PreparedPush } from "./prepare.js";
 
@@ -150,5 +152,62 @@ describe("service_name discovery (Loki's discover_service_name)", () => {
     expect(withServiceName(sorted, discover)).toEqual(
       l(want).sort((a, b) => (a.name < b.name ? -1 : 1)),
     );
+  });
+});
+
+describe("label sets sent as text, read once and remembered", () => {
+  const ts = { seconds: NOW_MS / 1000, nanos: 0 };
+  const body = (labels: readonly string[]) =>
+    compress(
+      encodePushRequest({
+        streams: labels.map((l) => ({
+          labels: l,
+          entries: [{ timestamp: ts, line: "x", structuredMetadata: [] }],
+        })),
+      }),
+    );
+  const prepare = (labels: readonly string[], limits: Partial<TenantLimits> = {}) =>
+    preparePush({
+      tenant: "t",
+      body: body(labels),
+      format: "protobuf",
+      encoding: "identity",
+      maxDecompressedBytes: 16 << 20,
+      limits: { ...DEFAULT_LIMITS, discoverLogLevels: false, ...limits },
+      nowMs: NOW_MS,
+    });
+  const labelsOf = (outcome: PrepareOutcome) => accepted(outcome).streams.map((s) => s.labels);
+
+  it("applies each push's limits and service name rule to a set read before", () => {
+    const set = '{job="j", app="a"}';
+    expect(labelsOf(prepare([set]))).toEqual(['{app="a", job="j", service_name="a"}']);
+    expect(labelsOf(prepare([set], { discoverServiceName: ["job"] }))).toEqual([
+      '{app="a", job="j", service_name="j"}',
+    ]);
+    expect(labelsOf(prepare([set], { discoverServiceName: [] }))).toEqual(['{app="a", job="j"}']);
+    const refused = accepted(prepare([set], { maxLabelNamesPerSeries: 1 }));
+    expect(refused.streams).toEqual([]);
+    expect(refused.rejections.map((r) => r.reason)).toEqual(["max_label_names_per_series"]);
+    expect(labelsOf(prepare([set]))).toEqual(['{app="a", job="j", service_name="a"}']);
+  });
+
+  it("refuses a set that does not parse every time it is sent, with the same message", () => {
+    const first = accepted(prepare(['{app="a"', '{app="b"}']));
+    const second = accepted(prepare(['{app="a"', '{app="b"}']));
+    expect(first.rejections).toHaveLength(1);
+    expect(second.rejections).toEqual(first.rejections);
+    expect(second.streams.map((s) => s.labels)).toEqual(['{app="b", service_name="b"}']);
+  });
+
+  it("reads every set right past what it remembers (20,000 sets, twice)", () => {
+    const sets = Array.from({ length: 20_000 }, (_v, i) => `{app="a${i}"}`);
+    for (let round = 0; round < 2; round++) {
+      for (let from = 0; from < sets.length; from += 5_000) {
+        const chunk = sets.slice(from, from + 5_000);
+        const got = accepted(prepare(chunk, { discoverServiceName: [] })).streams;
+        expect(got.map((s) => s.labels)).toEqual(chunk);
+        expect(got.map((s) => s.fingerprint)).toEqual(chunk.map((c) => fingerprint(c)));
+      }
+    }
   });
 });

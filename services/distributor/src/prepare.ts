@@ -356,28 +356,31 @@ function prepareSources(
     discard(rejection.reason, stream.count, bytes);
   };
 
+  const discoverKey = JSON.stringify(limits.discoverServiceName);
   const kept: Kept[] = [];
   for (const stream of streams) {
-    const checked = streamLabels(stream, limits);
-    if ("rejection" in checked) {
-      refuseStream(stream, checked.rejection);
+    const read = readLabels(stream, limits.discoverServiceName, discoverKey);
+    if ("error" in read) {
+      refuseStream(stream, { reason: "invalid_labels", message: read.error });
       continue;
     }
-    const { labels } = checked;
-    const canonical = labelsString(labels);
-    const unreadable = unreadableError(canonical, labels);
-    if (unreadable !== undefined) {
+    const rejection = validateLabels(read.pushed, stream.labelsText, limits);
+    if (rejection !== undefined) {
+      refuseStream(stream, rejection);
+      continue;
+    }
+    if (read.unreadable !== undefined) {
       refuseStream(stream, {
         reason: "invalid_labels",
-        message: messages.invalidLabels(stream.labelsText, unreadable),
+        message: messages.invalidLabels(stream.labelsText, read.unreadable),
       });
       continue;
     }
     const k: Kept = {
       source: stream,
-      parsed: labels,
-      labels: canonical,
-      fingerprint: fingerprint(canonical),
+      parsed: read.labels,
+      labels: read.canonical,
+      fingerprint: read.fingerprint,
       entries: [],
       lineBytes: 0,
       bytes: 0,
@@ -391,7 +394,7 @@ function prepareSources(
         lineBytes,
         pairs,
         metadataBytes,
-        canonical,
+        read.canonical,
         limits,
         bounds,
       );
@@ -442,30 +445,86 @@ function prepareSources(
 }
 
 /** A stream's sorted labels, or the refusal of the whole stream (Loki's `ValidateLabels`). */
-function streamLabels(
+/** What a stream's label set reads as, before the tenant's limits are applied to it. */
+type ReadLabels =
+  | { readonly error: string }
+  | {
+      /** As pushed, parsed and sorted: what the limits apply to. */
+      readonly pushed: readonly Label[];
+      /** With `service_name` discovered. */
+      readonly labels: readonly Label[];
+      readonly canonical: string;
+      /** Why the canonical string would not read back (see `unreadableError`). */
+      readonly unreadable: string | undefined;
+      readonly fingerprint: bigint;
+    };
+
+/**
+ * Label sets sent as text, read, by text: a client sends the same few thousand streams push
+ * after push, and parsing each twice (as sent, then its canonical string) and
+ * fingerprinting it was a tenth of a push worker. Emptied when full (or when the service
+ * name rule changes), so it holds at most `READ_CACHE_ENTRIES` sets of at most
+ * `MAX_LABELS_STRING`-ish text each.
+ */
+const readCache = new Map<string, ReadLabels>();
+const READ_CACHE_ENTRIES = 16_384;
+let readCacheDiscover = "";
+
+function readLabels(
   stream: Pick<StreamSource, "labels" | "labelsText">,
-  limits: TenantLimits,
-): { readonly labels: readonly Label[] } | { readonly rejection: Rejection } {
-  let labels: readonly Label[];
+  discover: readonly string[],
+  discoverKey: string,
+): ReadLabels {
+  if (stream.labels !== undefined) return readPairs(stream.labels, stream.labelsText, discover);
+  if (discoverKey !== readCacheDiscover) {
+    readCache.clear();
+    readCacheDiscover = discoverKey;
+  }
+  let read = readCache.get(stream.labelsText);
+  if (read === undefined) {
+    read = readText(stream.labelsText, discover);
+    if (readCache.size >= READ_CACHE_ENTRIES) readCache.clear();
+    readCache.set(stream.labelsText, read);
+  }
+  return read;
+}
+
+function readText(text: string, discover: readonly string[]): ReadLabels {
+  let pushed: readonly Label[];
   try {
-    labels = stream.labels ?? parseLabels(stream.labelsText);
+    pushed = parseLabels(text);
   } catch (error) {
     if (!(error instanceof LabelsError)) throw error;
-    const message = messages.invalidLabels(stream.labelsText, error.message);
-    return { rejection: { reason: "invalid_labels", message } };
+    return { error: messages.invalidLabels(text, error.message) };
   }
-  if (stream.labels !== undefined) {
-    for (const l of labels) {
-      if (!isValidLabelName(l.name)) {
-        const error = new LabelsError("invalid_label_name", JSON.stringify(l.name));
-        const message = messages.invalidLabels(stream.labelsText, error.message);
-        return { rejection: { reason: "invalid_labels", message } };
-      }
+  return described(pushed, discover);
+}
+
+/** Labels a format carries as pairs (JSON, OTLP): their names are checked here. */
+function readPairs(
+  pushed: readonly Label[],
+  text: string,
+  discover: readonly string[],
+): ReadLabels {
+  for (const l of pushed) {
+    if (!isValidLabelName(l.name)) {
+      const error = new LabelsError("invalid_label_name", JSON.stringify(l.name));
+      return { error: messages.invalidLabels(text, error.message) };
     }
   }
-  const rejection = validateLabels(labels, stream.labelsText, limits);
-  if (rejection !== undefined) return { rejection };
-  return { labels: withServiceName(labels, limits.discoverServiceName) };
+  return described(pushed, discover);
+}
+
+function described(pushed: readonly Label[], discover: readonly string[]): ReadLabels {
+  const labels = withServiceName(pushed, discover);
+  const canonical = labelsString(labels);
+  return {
+    pushed,
+    labels,
+    canonical,
+    unreadable: unreadableError(canonical, labels),
+    fingerprint: fingerprint(canonical),
+  };
 }
 
 /**
