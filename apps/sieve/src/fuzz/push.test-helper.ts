@@ -44,6 +44,12 @@ export const FUZZ_LABELS = ["app", "env", "level", "k", "trace_id"] as const;
 
 const LINE_WORDS = ["GET", "/api", "status=500", "dur=12ms", "ünïcödé", '{"a":1}', "level=warn"];
 
+/**
+ * Level words as a client may send them, Object's own property names among them (a
+ * `level=constructor` line was a 500 for its whole push once).
+ */
+const LEVEL_WORDS = ["info", "WARN", "constructor", "__proto__", "toString"];
+
 /** Nanosecond timestamps near `nowMs` (the push accepts 7 days back, 10 minutes ahead). */
 function timestampNs(rng: Rng, nowMs: number): string {
   const offsetMs = rng.chance(0.95) ? -rng.int(0, 60_000) : rng.int(-10 * 86_400_000, 86_400_000);
@@ -66,11 +72,17 @@ function validStreams(rng: Rng, nowMs: number): Stream[] {
     const labels: Record<string, string> = { app: rng.pick(FUZZ_APPS) };
     if (rng.chance(0.5)) labels.env = rng.pick(["prod", "dev"]);
     if (rng.chance(0.3)) labels.k = String(rng.int(0, 20));
-    const entries = Array.from({ length: rng.int(1, 6) }, () => ({
-      ts: timestampNs(rng, nowMs),
-      line: line(rng),
-      ...(rng.chance(0.4) && { metadata: { trace_id: `t${rng.int(0, 50)}` } }),
-    }));
+    if (rng.chance(0.1)) labels.level = rng.pick(LEVEL_WORDS);
+    const entries = Array.from({ length: rng.int(1, 6) }, () => {
+      const metadata: Record<string, string> = {};
+      if (rng.chance(0.4)) metadata.trace_id = `t${rng.int(0, 50)}`;
+      if (rng.chance(0.05)) metadata.severity = rng.pick(LEVEL_WORDS);
+      return {
+        ts: timestampNs(rng, nowMs),
+        line: rng.chance(0.1) ? `level=${rng.pick(LEVEL_WORDS)} ${line(rng)}` : line(rng),
+        ...(Object.keys(metadata).length > 0 && { metadata }),
+      };
+    });
     return { labels, entries };
   });
 }
