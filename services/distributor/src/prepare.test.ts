@@ -5,7 +5,7 @@ import { fingerprint, parseLabels } from "@sieve/labels";
 import { decodeQueueRecord, encodePushRequest } from "@sieve/proto";
 import { DEFAULT_LIMITS } from "./limits.js";
 import type { TenantLimits } from "./limits.js";
-import { preparePush, withServiceName } from "./prepare.js";
+import { preparePush } from "./prepare.js";
 import type { PrepareOutcome, PreparedPush } from "./prepare.js";
 
 const NOW_MS = Date.UTC(2026, 0, 1);
@@ -108,50 +108,6 @@ describe("bodies that cost a lot to decode", () => {
     const body = `{"streams":[{"stream":{"a":"b"},"values":[["${TS}","${line}"]]}]}`;
     const push = accepted(prepareJson(body));
     expect(decodeQueueRecord(push.records).entries[0]!.line).toBe(JSON.parse(`"${line}"`));
-  });
-});
-
-describe("service_name discovery (Loki's discover_service_name)", () => {
-  const l = (o: Record<string, string>) =>
-    Object.entries(o).map(([name, value]) => ({ name, value }));
-  it.each<[string, Record<string, string>, readonly string[], Record<string, string>]>([
-    [
-      "the first label of the list",
-      { job: "j", app: "a" },
-      DEFAULT_LIMITS.discoverServiceName,
-      { app: "a", job: "j", service_name: "a" },
-    ],
-    [
-      "none on the list",
-      { foo: "bar" },
-      DEFAULT_LIMITS.discoverServiceName,
-      { foo: "bar", service_name: "unknown_service" },
-    ],
-    [
-      "an empty value does not name it",
-      { app: "", job: "j" },
-      ["app", "job"],
-      { app: "", job: "j", service_name: "j" },
-    ],
-    [
-      "service_name already set",
-      { service_name: "s", app: "a" },
-      DEFAULT_LIMITS.discoverServiceName,
-      { app: "a", service_name: "s" },
-    ],
-    [
-      "an aggregated metric stream",
-      { __aggregated_metric__: "x" },
-      DEFAULT_LIMITS.discoverServiceName,
-      { __aggregated_metric__: "x" },
-    ],
-    ["discovery off", { app: "a" }, [], { app: "a" }],
-  ])("%s", (_name, labels, discover, want) => {
-    // Labels arrive sorted by name, as parsing leaves them.
-    const sorted = l(labels).sort((a, b) => (a.name < b.name ? -1 : 1));
-    expect(withServiceName(sorted, discover)).toEqual(
-      l(want).sort((a, b) => (a.name < b.name ? -1 : 1)),
-    );
   });
 });
 

@@ -6,14 +6,6 @@
  * back in one transferable buffer, one small summary per stream, and the refusals.
  */
 import { gunzipSync, inflateRawSync, inflateSync } from "node:zlib";
-import {
-  LabelsError,
-  MAX_LABELS_STRING,
-  fingerprint,
-  isValidLabelName,
-  labelsString,
-  parseLabels,
-} from "@sieve/labels";
 import type { Label } from "@sieve/labels";
 import {
   encodeQueueRecord,
@@ -32,7 +24,8 @@ import {
   levelMetadataName,
   sourceLevel,
 } from "./level.js";
-import { UNKNOWN_SERVICE, otlpStreams } from "./otlp.js";
+import { LabelSetCache, readLabelPairs } from "./label-sets.js";
+import { otlpStreams } from "./otlp.js";
 import type { IncomingStream } from "./decode.js";
 import type { TenantLimits } from "./limits.js";
 import {
@@ -306,6 +299,9 @@ function inflateDeflate(body: Uint8Array, maxBytes: number): Uint8Array {
   }
 }
 
+/** The label sets this thread has read (each push worker has its own). */
+const labelSets = new LabelSetCache();
+
 interface Kept {
   readonly source: StreamSource;
   /** The labels, parsed. */
@@ -356,10 +352,14 @@ function prepareSources(
     discard(rejection.reason, stream.count, bytes);
   };
 
-  const discoverKey = JSON.stringify(limits.discoverServiceName);
+  const discover = limits.discoverServiceName;
+  const discoverKey = JSON.stringify(discover);
   const kept: Kept[] = [];
   for (const stream of streams) {
-    const read = readLabels(stream, limits.discoverServiceName, discoverKey);
+    const read =
+      stream.labels === undefined
+        ? labelSets.read(stream.labelsText, discover, discoverKey)
+        : readLabelPairs(stream.labels, stream.labelsText, discover);
     if ("error" in read) {
       refuseStream(stream, { reason: "invalid_labels", message: read.error });
       continue;
@@ -442,140 +442,4 @@ function prepareSources(
   let entries = 0;
   for (const stream of streams) entries += stream.count;
   return { entries, streams: prepared, records, rejections, discarded: [...discarded.values()] };
-}
-
-/** A stream's sorted labels, or the refusal of the whole stream (Loki's `ValidateLabels`). */
-/** What a stream's label set reads as, before the tenant's limits are applied to it. */
-type ReadLabels =
-  | { readonly error: string }
-  | {
-      /** As pushed, parsed and sorted: what the limits apply to. */
-      readonly pushed: readonly Label[];
-      /** With `service_name` discovered. */
-      readonly labels: readonly Label[];
-      readonly canonical: string;
-      /** Why the canonical string would not read back (see `unreadableError`). */
-      readonly unreadable: string | undefined;
-      readonly fingerprint: bigint;
-    };
-
-/**
- * Label sets sent as text, read, by text: a client sends the same few thousand streams push
- * after push, and parsing each twice (as sent, then its canonical string) and
- * fingerprinting it was a tenth of a push worker. Emptied when full (or when the service
- * name rule changes), so it holds at most `READ_CACHE_ENTRIES` sets of at most
- * `MAX_LABELS_STRING`-ish text each.
- */
-const readCache = new Map<string, ReadLabels>();
-const READ_CACHE_ENTRIES = 16_384;
-let readCacheDiscover = "";
-
-function readLabels(
-  stream: Pick<StreamSource, "labels" | "labelsText">,
-  discover: readonly string[],
-  discoverKey: string,
-): ReadLabels {
-  if (stream.labels !== undefined) return readPairs(stream.labels, stream.labelsText, discover);
-  if (discoverKey !== readCacheDiscover) {
-    readCache.clear();
-    readCacheDiscover = discoverKey;
-  }
-  let read = readCache.get(stream.labelsText);
-  if (read === undefined) {
-    read = readText(stream.labelsText, discover);
-    if (readCache.size >= READ_CACHE_ENTRIES) readCache.clear();
-    readCache.set(stream.labelsText, read);
-  }
-  return read;
-}
-
-function readText(text: string, discover: readonly string[]): ReadLabels {
-  let pushed: readonly Label[];
-  try {
-    pushed = parseLabels(text);
-  } catch (error) {
-    if (!(error instanceof LabelsError)) throw error;
-    return { error: messages.invalidLabels(text, error.message) };
-  }
-  return described(pushed, discover);
-}
-
-/** Labels a format carries as pairs (JSON, OTLP): their names are checked here. */
-function readPairs(
-  pushed: readonly Label[],
-  text: string,
-  discover: readonly string[],
-): ReadLabels {
-  for (const l of pushed) {
-    if (!isValidLabelName(l.name)) {
-      const error = new LabelsError("invalid_label_name", JSON.stringify(l.name));
-      return { error: messages.invalidLabels(text, error.message) };
-    }
-  }
-  return described(pushed, discover);
-}
-
-function described(pushed: readonly Label[], discover: readonly string[]): ReadLabels {
-  const labels = withServiceName(pushed, discover);
-  const canonical = labelsString(labels);
-  return {
-    pushed,
-    labels,
-    canonical,
-    unreadable: unreadableError(canonical, labels),
-    fingerprint: fingerprint(canonical),
-  };
-}
-
-/**
- * Loki's service name discovery (`discover_service_name`): a stream without `service_name`
- * gets the value of the first label of `discover` it has, or `unknown_service`; an empty
- * list turns it off. Grafana's Logs Drilldown lists services by this label.
- */
-export function withServiceName(
-  labels: readonly Label[],
-  discover: readonly string[],
-): readonly Label[] {
-  if (discover.length === 0) return labels;
-  // Loki leaves its own aggregated-metric streams (pattern ingester) as they are.
-  if (labels.some((l) => l.name === "service_name" || l.name === "__aggregated_metric__")) {
-    return labels;
-  }
-  let value = UNKNOWN_SERVICE;
-  for (const name of discover) {
-    const found = labels.find((l) => l.name === name && l.value !== "");
-    if (found !== undefined) {
-      value = found.value;
-      break;
-    }
-  }
-  const out = [...labels, { name: "service_name", value }];
-  return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-}
-
-/**
- * Why the read side could not parse `canonical` back to `labels`, or undefined. Readers
- * (the ingester, the querier, index segments) parse the canonical string again, so a
- * label set that does not round-trip would fail every read of the tenant: it is refused
- * here instead. Decoded strings are well-formed UTF-16 (see decode.ts), which makes this
- * hold by construction; the check keeps it so whatever a decoder lets through.
- */
-function unreadableError(canonical: string, labels: readonly Label[]): string | undefined {
-  if (canonical.length > MAX_LABELS_STRING) {
-    return `parse error: label set longer than ${MAX_LABELS_STRING}`;
-  }
-  let back: Label[];
-  try {
-    back = parseLabels(canonical);
-  } catch (error) {
-    if (error instanceof LabelsError) return error.message;
-    throw error;
-  }
-  if (back.length !== labels.length) return "parse error: labels do not read back";
-  for (let i = 0; i < back.length; i++) {
-    if (back[i]!.name !== labels[i]!.name || back[i]!.value !== labels[i]!.value) {
-      return "parse error: labels do not read back";
-    }
-  }
-  return undefined;
 }
