@@ -72,9 +72,10 @@ function described(pushed: readonly Label[], discover: readonly string[]): Label
 /**
  * Label sets sent as text, read, by their text: a client sends the same few thousand
  * streams push after push, and parsing each twice (as sent, then its canonical string) and
- * fingerprinting it was a tenth of a push worker's time. Emptied when it holds `maxSets`
- * sets or `maxChars` characters of text, or when the service name rule changes; a set
- * longer than a 256th of `maxChars` is read every time rather than empty it.
+ * fingerprinting it took 3 of the 10 ms a push worker spent on a body of 500 streams.
+ * Emptied when it holds `maxSets` sets or `maxChars` characters of text, or when the
+ * service name rule changes; a set longer than a 256th of `maxChars` is read every time
+ * rather than empty it.
  */
 export class LabelSetCache {
   private readonly sets = new Map<string, LabelSet>();

@@ -165,8 +165,8 @@ const WORDS_BY_LENGTH: readonly (readonly [string, string][])[] = Array.from(
 
 /**
  * The level of a line held as bytes that starts with `level=` and a known word (the
- * common logfmt case), read without decoding it (a string a line was a fifth of a push
- * worker's level detection); undefined for every other line.
+ * common logfmt case), read without decoding it (a string of the word and `Buffer#compare`
+ * were two fifths of a push worker's level detection); undefined for every other line.
  */
 export function leadingLevel(bytes: Uint8Array, start: number, end: number): string | undefined {
   if (end - start < LEVEL_PREFIX.length + 3) return undefined;
