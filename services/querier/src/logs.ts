@@ -135,8 +135,9 @@ export class TopEntries {
         this.duplicates++;
         continue;
       }
-      kept.push(e);
+      // Past the limit only the last entry's twins are read: `add` counts those too.
       if (kept.length === this.limit) break;
+      kept.push(e);
     }
     this.buf = kept;
     this.bytes = 0;
