@@ -13,6 +13,7 @@ import {
   parseLabels,
 } from "@sieve/labels";
 import type { Label } from "@sieve/labels";
+import { LRUCache } from "lru-cache";
 import { UNKNOWN_SERVICE } from "./otlp.js";
 import { messages } from "./validation.js";
 
@@ -73,19 +74,22 @@ function described(pushed: readonly Label[], discover: readonly string[]): Label
  * Label sets sent as text, read, by their text: a client sends the same few thousand
  * streams push after push, and parsing each twice (as sent, then its canonical string) and
  * fingerprinting it took 3 of the 10 ms a push worker spent on a body of 500 streams.
- * Emptied when it holds `maxSets` sets or `maxChars` characters of text, or when the
- * service name rule changes; a set longer than a 256th of `maxChars` is read every time
- * rather than empty it.
+ * Least recently used sets go past `maxSets` sets or `maxChars` characters of text; a set
+ * longer than a 256th of `maxChars` is read every time; a change of the service name rule
+ * empties it.
  */
 export class LabelSetCache {
-  private readonly sets = new Map<string, LabelSet>();
+  private readonly sets: LRUCache<string, LabelSet>;
   private discoverKey = "";
-  private held = 0;
 
-  constructor(
-    private readonly maxSets = 16_384,
-    private readonly maxChars = 4 << 20,
-  ) {}
+  constructor(maxSets = 16_384, maxChars = 4 << 20) {
+    this.sets = new LRUCache<string, LabelSet>({
+      max: maxSets,
+      maxSize: maxChars,
+      maxEntrySize: Math.floor(maxChars / 256),
+      sizeCalculation: (_set, text) => Math.max(1, text.length),
+    });
+  }
 
   /** Sets held. */
   get size(): number {
@@ -94,28 +98,21 @@ export class LabelSetCache {
 
   /** Characters of label text held (the sets' own copies are a few times that in bytes). */
   get chars(): number {
-    return this.held;
+    return this.sets.calculatedSize;
   }
 
   /** `text` read with `discover` (`discoverKey` names that list: JSON of it). */
   read(text: string, discover: readonly string[], discoverKey: string): LabelSet {
     if (discoverKey !== this.discoverKey) {
-      this.clear();
+      this.sets.clear();
       this.discoverKey = discoverKey;
     }
     let set = this.sets.get(text);
-    if (set !== undefined) return set;
-    set = readLabelText(text, discover);
-    if (text.length > this.maxChars / 256) return set;
-    if (this.sets.size >= this.maxSets || this.held + text.length > this.maxChars) this.clear();
-    this.sets.set(text, set);
-    this.held += text.length;
+    if (set === undefined) {
+      set = readLabelText(text, discover);
+      this.sets.set(text, set);
+    }
     return set;
-  }
-
-  private clear(): void {
-    this.sets.clear();
-    this.held = 0;
   }
 }
 
