@@ -252,6 +252,7 @@ export function encodeQueueRecordRaw(
   extra?: { readonly name: string; readonly values: readonly (string | undefined)[] },
 ): Uint8Array {
   const { entries, pairs, timestamps } = stream;
+  const extraName = extra?.name ?? "";
   const src = push.bytes;
   const tenantBytes = Buffer.byteLength(tenant);
   const labelsBytes = Buffer.byteLength(labels);
@@ -269,7 +270,7 @@ export function encodeQueueRecordRaw(
       entry += 1 + varintSize(pair) + pair;
     }
     const value = extra?.values[k];
-    if (value !== undefined) entry += extraPair(extra!.name, value).length;
+    if (value !== undefined) entry += extraPair(extraName, value).length;
     entrySizes[k] = entry;
     size += 1 + varintSize(entry) + entry;
   }
@@ -298,7 +299,7 @@ export function encodeQueueRecordRaw(
     }
     const value = extra?.values[k];
     if (value !== undefined) {
-      const pair = extraPair(extra!.name, value);
+      const pair = extraPair(extraName, value);
       for (let b = 0; b < pair.length; b++) out[at++] = pair[b]!;
     }
   }
