@@ -24,11 +24,12 @@ export interface PreparerOptions {
 }
 
 /**
- * The worker's entry, as JavaScript. `new URL` relative to this module, through `dist/`,
- * so it resolves both from `dist/workers.js` (production) and from `src/workers.ts` (vitest
- * and tsx load sources, and a worker cannot load TypeScript): the build runs before tests.
+ * The worker's entry, as JavaScript: `push-worker-entry.cjs`, which imports
+ * `push-worker.js` (it says why). `new URL` relative to this module, through `dist/`, so it
+ * resolves both from `dist/workers.js` (production) and from `src/workers.ts` (vitest and
+ * tsx load sources, and a worker cannot load TypeScript): the build runs before tests.
  */
-const WORKER_FILE = new URL("../dist/push-worker.js", import.meta.url);
+const WORKER_FILE = new URL("../dist/push-worker-entry.cjs", import.meta.url);
 
 /** Prepares pushes on a pool of worker threads, or inline. */
 export class PushPreparer {
