@@ -36,6 +36,7 @@ export function countingWrites(store: ObjectStore, counter: SharedArrayBuffer): 
   return {
     get: (key, options) => store.get(key, options),
     getRange: (key, offset, length, options) => store.getRange(key, offset, length, options),
+    getTail: (key, length, options) => store.getTail(key, length, options),
     head: (key, options) => store.head(key, options),
     getTagged: (key, options) => store.getTagged(key, options),
     list: (prefix, options) => store.list(prefix, options),

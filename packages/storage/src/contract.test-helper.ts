@@ -93,6 +93,7 @@ export function objectStoreContract(name: string, open: () => ObjectStore): void
         await expectCode(store.put(key, enc.encode("x")), "invalid_key");
         await expectCode(store.get(key), "invalid_key");
         await expectCode(store.getRange(key, 0, 1), "invalid_key");
+        await expectCode(store.getTail(key, 1), "invalid_key");
         await expectCode(store.head(key), "invalid_key");
         await expectCode(store.delete(key), "invalid_key");
       }
@@ -139,6 +140,32 @@ export function objectStoreContract(name: string, open: () => ObjectStore): void
       await expectCode(store.getRange("range/obj", 0.5, 1), "invalid_range");
     });
 
+    test("tail gets: the last bytes and the size, the whole object when shorter", async () => {
+      const store = open();
+      const data = Uint8Array.from({ length: 100 }, (_, i) => i);
+      await store.put("tail/obj", data);
+      await store.put("tail/empty", new Uint8Array(0));
+      const cases: [key: string, length: number, expected: number[], size: number][] = [
+        ["tail/obj", 1, [99], 100],
+        ["tail/obj", 3, [97, 98, 99], 100],
+        ["tail/obj", 99, [...data.subarray(1)], 100],
+        ["tail/obj", 100, [...data], 100],
+        ["tail/obj", 1000, [...data], 100],
+        ["tail/obj", 0, [], 100],
+        ["tail/empty", 10, [], 0],
+        ["tail/empty", 0, [], 0],
+      ];
+      for (const [key, length, expected, size] of cases) {
+        const got = await store.getTail(key, length);
+        expect([...got.data], `${key} length ${length}`).toEqual(expected);
+        expect(got.size, `${key} length ${length}`).toBe(size);
+      }
+      await expectCode(store.getTail("missing/key", 10), "not_found");
+      await expectCode(store.getTail("missing/key", 0), "not_found");
+      await expectCode(store.getTail("tail/obj", -1), "invalid_range");
+      await expectCode(store.getTail("tail/obj", 1.5), "invalid_range");
+    });
+
     test("a 20 MB object round-trips whole and by range", async () => {
       const store = open();
       const data = randomBytes(20 * 1024 * 1024);
@@ -150,6 +177,9 @@ export function objectStoreContract(name: string, open: () => ObjectStore): void
       expect(Buffer.compare(Buffer.from(mid), data.subarray(10_000_000, 11_000_000))).toBe(0);
       const tail = await store.getRange("large/20mb", data.byteLength - 3, 100);
       expect([...tail]).toEqual([...data.subarray(data.byteLength - 3)]);
+      const last = await store.getTail("large/20mb", 1_000_000);
+      expect(last.size).toBe(data.byteLength);
+      expect(Buffer.compare(Buffer.from(last.data), data.subarray(-1_000_000))).toBe(0);
     });
 
     test("list pages through more than 1000 keys, by plain string prefix", async () => {

@@ -16,6 +16,7 @@ import type {
   ListedObject,
   ObjectInfo,
   ObjectStore,
+  ObjectTail,
   TaggedObject,
   WriteCondition,
 } from "./store.js";
@@ -76,9 +77,30 @@ export class FsObjectStore implements ObjectStore {
     options?: CallOptions,
   ): Promise<Uint8Array> {
     validateRange(offset, length);
+    const span = (st: Stats): Span => ({ offset, length: rangeLength(key, st, offset, length) });
+    return (await this.readSpan(key, span, "get range of", options)).data;
+  }
+
+  async getTail(key: string, length: number, options?: CallOptions): Promise<ObjectTail> {
+    validateRange(0, length);
+    const span = (st: Stats): Span => {
+      if (!st.isFile()) throw new StorageError("not_found", key);
+      const n = Math.min(length, st.size);
+      return { offset: st.size - n, length: n };
+    };
+    return this.readSpan(key, span, "get tail of", options);
+  }
+
+  /** Reads the span `span` picks from the file's stats; answers it and the file's size. */
+  private async readSpan(
+    key: string,
+    span: (st: Stats) => Span,
+    what: string,
+    options: CallOptions | undefined,
+  ): Promise<ObjectTail> {
     const path = this.pathOf(key);
-    checkSignal(options, "get range of", key);
-    if (this.blockingReads) return this.getRangeBlocking(key, path, offset, length);
+    checkSignal(options, what, key);
+    if (this.blockingReads) return this.readSpanBlocking(key, path, span);
     let fh;
     try {
       fh = await open(path, "r");
@@ -86,16 +108,17 @@ export class FsObjectStore implements ObjectStore {
       throw this.readError(err, key);
     }
     try {
-      const n = rangeLength(key, await fh.stat(), offset, length);
+      const st = await fh.stat();
+      const { offset, length: n } = span(st);
       const out = Buffer.allocUnsafe(n);
       let got = 0;
       while (got < n) {
-        checkSignal(options, "get range of", key);
+        checkSignal(options, what, key);
         const { bytesRead } = await fh.read(out, got, n - got, offset + got);
         if (bytesRead === 0) break; // shrank under us: cannot happen with atomic puts
         got += bytesRead;
       }
-      return got === n ? out : out.subarray(0, got);
+      return { data: got === n ? out : out.subarray(0, got), size: st.size };
     } catch (err) {
       throw this.readError(err, key);
     } finally {
@@ -103,8 +126,8 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
-  /** {@link getRange} with blocking calls (see {@link FsObjectStoreOptions.blockingReads}). */
-  private getRangeBlocking(key: string, path: string, offset: number, length: number): Uint8Array {
+  /** {@link readSpan} with blocking calls (see {@link FsObjectStoreOptions.blockingReads}). */
+  private readSpanBlocking(key: string, path: string, span: (st: Stats) => Span): ObjectTail {
     let fd;
     try {
       fd = openSync(path, "r");
@@ -112,7 +135,8 @@ export class FsObjectStore implements ObjectStore {
       throw this.readError(err, key);
     }
     try {
-      const n = rangeLength(key, fstatSync(fd), offset, length);
+      const st = fstatSync(fd);
+      const { offset, length: n } = span(st);
       const out = Buffer.allocUnsafe(n);
       let got = 0;
       while (got < n) {
@@ -120,7 +144,7 @@ export class FsObjectStore implements ObjectStore {
         if (read === 0) break; // shrank under us: cannot happen with atomic puts
         got += read;
       }
-      return got === n ? out : out.subarray(0, got);
+      return { data: got === n ? out : out.subarray(0, got), size: st.size };
     } catch (err) {
       throw this.readError(err, key);
     } finally {
@@ -356,6 +380,12 @@ export class FsObjectStore implements ObjectStore {
 }
 
 /** The bytes a range read of `key` returns; refuses a directory and an offset past the end. */
+/** Where a read starts and how many bytes it takes. */
+interface Span {
+  readonly offset: number;
+  readonly length: number;
+}
+
 function rangeLength(key: string, st: Stats, offset: number, length: number): number {
   if (!st.isFile()) throw new StorageError("not_found", key);
   if (offset > st.size) {

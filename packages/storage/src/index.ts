@@ -11,6 +11,7 @@ export type {
   CallOptions,
   ListedObject,
   ObjectInfo,
+  ObjectTail,
   ObjectStore,
   TaggedObject,
   WriteCondition,

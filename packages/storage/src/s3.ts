@@ -14,6 +14,7 @@ import type {
   CallOptions,
   ListedObject,
   ObjectInfo,
+  ObjectTail,
   ObjectStore,
   TaggedObject,
   WriteCondition,
@@ -165,6 +166,33 @@ export class S3ObjectStore implements ObjectStore {
     const { size } = await this.head(key, options);
     if (offset === size) return new Uint8Array(0);
     throw pastEnd(key, offset, size);
+  }
+
+  async getTail(key: string, length: number, options?: CallOptions): Promise<ObjectTail> {
+    validateKey(key);
+    validateRange(0, length);
+    const got = await this.call("read", "get tail of", key, options, async (abortSignal) => {
+      // HTTP has no empty suffix range: a zero-length tail asks for the size alone, below.
+      if (length === 0) return undefined;
+      try {
+        const out = await this.client.send(
+          new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=-${length}` }),
+          { abortSignal },
+        );
+        const data = await readBody(out.Body, abortSignal);
+        // `bytes 0-99/100`; a server that ignores the range sends the whole object.
+        const total = /\/(\d+)$/.exec(out.ContentRange ?? "")?.[1];
+        return { data, size: total === undefined ? data.byteLength : Number(total) };
+      } catch (err) {
+        // 416: an empty object has no last byte to range over.
+        if (isStatus(err, 416, "InvalidRange")) return undefined;
+        throw err;
+      }
+    });
+    if (got !== undefined) return got;
+    const { size } = await this.head(key, options);
+    if (size > 0 && length > 0) throw new StorageError("backend", `${key}: tail refused`);
+    return { data: new Uint8Array(0), size };
   }
 
   async head(key: string, options?: CallOptions): Promise<ObjectInfo> {

@@ -4,6 +4,14 @@ export interface ObjectInfo {
   readonly size: number;
 }
 
+/** What {@link ObjectStore.getTail} read: the object's last bytes, and its size. */
+export interface ObjectTail {
+  /** The last `min(length, size)` bytes. */
+  readonly data: Uint8Array;
+  /** The whole object's size in bytes. */
+  readonly size: number;
+}
+
 /** One object of {@link ObjectStore.listInfo}: its key, size and when it was last written. */
 export interface ListedObject {
   readonly key: string;
@@ -65,6 +73,12 @@ export interface ObjectStore {
    * is exactly the size); `invalid_range` when `offset` is past the end.
    */
   getRange(key: string, offset: number, length: number, options?: CallOptions): Promise<Uint8Array>;
+  /**
+   * The last `length` bytes of the object (the whole object when it is shorter) and its
+   * size, in one call (S3's suffix range, `bytes=-length`): what a reader that starts at
+   * an object's end (a chunk's footer and symbols) needs without knowing its size.
+   */
+  getTail(key: string, length: number, options?: CallOptions): Promise<ObjectTail>;
   /** Size of the object; `not_found` when it does not exist. */
   head(key: string, options?: CallOptions): Promise<ObjectInfo>;
   /** Writes the object whole, replacing any object under the same key. */

@@ -84,6 +84,7 @@ function counting(inner: ObjectStore): {
   const store: ObjectStore = {
     get: (k, o) => timed("get", () => inner.get(k, o)),
     getRange: (k, a, b, o) => timed("getRange", () => inner.getRange(k, a, b, o)),
+    getTail: (k, n, o) => timed("getTail", () => inner.getTail(k, n, o)),
     head: (k, o) => timed("head", () => inner.head(k, o)),
     put: (k, d, o) => timed("put", () => inner.put(k, d, o)),
     getTagged: (k, o) => timed("getTagged", () => inner.getTagged(k, o)),
