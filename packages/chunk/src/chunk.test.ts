@@ -32,6 +32,28 @@ function expected(entries: readonly Entry[]): Entry[] {
 
 const plain = (entries: readonly Entry[]): string[] => entries.map(key);
 
+/**
+ * The tail a reader of `bytes` asks for, read as a querier reads it: a trailer's worth
+ * first, then as much as each answer of {@link ChunkReader.tailLength} says.
+ */
+function tailOf(bytes: Uint8Array): Uint8Array {
+  const size = bytes.byteLength;
+  let tail = bytes.subarray(size - TRAILER_BYTES);
+  for (;;) {
+    const need = ChunkReader.tailLength(tail, size);
+    expect(need).toBeGreaterThanOrEqual(tail.byteLength);
+    if (need === tail.byteLength) return tail;
+    tail = bytes.subarray(size - need);
+  }
+}
+
+/** A copy of `bytes` with byte `at` flipped. */
+function flip(bytes: Uint8Array, at: number): Uint8Array {
+  const out = Uint8Array.from(bytes);
+  out[at]! ^= 0xff;
+  return out;
+}
+
 function codeOf(fn: () => unknown): ChunkErrorCode | "no error" {
   try {
     fn();
@@ -257,6 +279,96 @@ describe("chunk round trip", () => {
     // Without block symbols every block may hold what the chunk holds, and nothing else.
     expect(reader.blocks.map((_, b) => reader.blockMayHold(b, "cc"))).toEqual([true, true, true]);
     expect(reader.blockMayHold(0, "dd")).toBe(false);
+    // Its tail has no header: the footer's shape says it is version 1.
+    const fromTail = new ChunkReader(Buffer.from(tailOf(v1)), v1.byteLength);
+    for (const r of fromTail.missing(() => true)) {
+      fromTail.addBlocks(r.offset, v1.subarray(r.offset, r.offset + r.length));
+    }
+    expect(plain([...fromTail.entries()])).toEqual(plain(want));
+    expect(fromTail.blockMayHold(2, "cc")).toBe(true);
+  });
+
+  test("a tail reader answers as the whole chunk's, once given the blocks it names", () => {
+    fc.assert(
+      fc.property(
+        chunkArb,
+        fc.integer({ min: 64, max: 4096 }),
+        fc.nat(),
+        fc.array(fc.boolean(), { maxLength: 40 }),
+        (entries, target, extra, pick) => {
+          const builder = new ChunkBuilder({ blockTargetBytes: target });
+          for (const e of entries) builder.append(e);
+          const bytes = builder.encode().bytes;
+          const size = bytes.byteLength;
+          const whole = new ChunkReader(bytes);
+          // Any tail longer than the one it asks for reads the same.
+          const held = Math.min(size, tailOf(bytes).byteLength + (extra % 256));
+          const reader = new ChunkReader(bytes.slice(size - held), size);
+          expect(reader.byteLength).toBe(size);
+          expect(reader.blocks).toEqual(whole.blocks);
+          expect(reader.symbolCount).toBe(whole.symbolCount);
+          for (const e of entries.slice(0, 5)) {
+            for (const { name, value } of e.structuredMetadata) {
+              expect(reader.symbolIds(value)).toEqual(whole.symbolIds(value));
+              whole.blocks.forEach((_, b) => {
+                expect(reader.blockMayHold(b, name)).toBe(whole.blockMayHold(b, name));
+              });
+            }
+          }
+          // The blocks a read wants and the tail lacks are named, added, then read.
+          const wanted = (b: number): boolean => pick[b % Math.max(1, pick.length)] ?? true;
+          const before = reader.retainedBytes;
+          const ranges = reader.missing(wanted);
+          for (const r of ranges) {
+            expect(r.offset).toBeLessThan(size - held);
+            reader.addBlocks(r.offset, bytes.slice(r.offset, r.offset + r.length));
+          }
+          expect(reader.missing(wanted)).toEqual([]);
+          const added = ranges.reduce((n, r) => n + r.length, 0);
+          expect(reader.retainedBytes).toBe(before + added);
+          const got = plain([...reader.entries({ blocks: wanted })]);
+          expect(got).toEqual(plain([...whole.entries({ blocks: wanted })]));
+          // A block neither in the tail nor added is not read silently.
+          const lacking = whole.blocks.findIndex((b, i) => !wanted(i) && b.offset < size - held);
+          if (lacking >= 0) expect(() => reader.block(lacking)).toThrow(RangeError);
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  test("a tail too short for the reader, or damaged, is refused with a ChunkError", () => {
+    const builder = new ChunkBuilder({ blockTargetBytes: 64 });
+    for (let i = 0; i < 40; i++) {
+      builder.append({
+        timestamp: BigInt(i),
+        line: `line ${i}`,
+        structuredMetadata: [{ name: "trace_id", value: `t-${i}` }],
+      });
+    }
+    const bytes = builder.encode().bytes;
+    const size = bytes.byteLength;
+    const need = tailOf(bytes).byteLength;
+    expect(need).toBeLessThan(size);
+    const cases: [string, Uint8Array, ChunkErrorCode | "no error"][] = [
+      ["the tail it asks for", bytes.slice(size - need), "no error"],
+      ["one byte short of the symbols", bytes.slice(size - need + 1), "truncated"],
+      ["the trailer alone", bytes.slice(size - TRAILER_BYTES), "truncated"],
+      ["less than a trailer", bytes.slice(size - 3), "truncated"],
+      [
+        "a footer byte flipped",
+        flip(bytes, size - TRAILER_BYTES - 2).slice(size - need),
+        "bad_checksum",
+      ],
+      ["a symbol byte flipped", flip(bytes, size - need + 3).slice(size - need), "bad_checksum"],
+    ];
+    for (const [name, tail, code] of cases) {
+      expect(
+        codeOf(() => new ChunkReader(tail, size)),
+        name,
+      ).toBe(code);
+    }
+    expect(() => new ChunkReader(bytes, size - 1)).toThrow(RangeError);
   });
 
   test("a duplicate of an entry in an already cut block is dropped", () => {

@@ -53,6 +53,12 @@ export interface DecodedChunk {
  * and blocks checked (CRC-32C, snappy, payload) when read, so a querier that reads only the
  * blocks overlapping its range, or only those that may hold its needle, decompresses only
  * those. Every failure is a {@link ChunkError}; {@link check} makes them all now.
+ *
+ * It may hold the chunk's tail alone (the footer and the symbol sections, as a store's
+ * `getTail` reads them; {@link tailLength} says how much that is): it answers everything but
+ * the blocks' entries, and {@link missing} names the byte ranges of the blocks it lacks,
+ * which {@link addBlocks} takes once read. A needle query reads a chunk kept by false
+ * positive no further than its tail.
  */
 export class ChunkReader {
   /** The blocks, in the order they were cut. */
@@ -69,30 +75,55 @@ export class ChunkReader {
   readonly through: bigint;
   /** Number of entries. */
   readonly entryCount: number;
+  /** The encoded chunk's size, bytes (what it holds of it may be its tail alone). */
+  readonly byteLength: number;
   /**
-   * What the reader holds, in bytes: the chunk and its decompressed symbol sections (what
-   * a cache of readers weighs it by).
+   * What the reader holds, in bytes: what it has of the chunk and its decompressed symbol
+   * sections (what a cache of readers weighs it by); it grows as blocks are added.
    */
-  readonly retainedBytes: number;
+  get retainedBytes(): number {
+    return this.retained;
+  }
+  private retained: number;
+  /** The chunk's last bytes: the whole chunk, or its tail from {@link base} on. */
   private readonly bytes: Uint8Array;
+  /** Where {@link bytes} starts in the chunk. */
+  private readonly base: number;
+  /** The bytes of the blocks before {@link base} that {@link addBlocks} added, by block. */
+  private readonly added: (Uint8Array | undefined)[];
 
-  constructor(bytes: Uint8Array) {
+  /**
+   * Reads `bytes`, the chunk whole or (when `size`, the chunk's size, is larger) its last
+   * `bytes.byteLength` bytes, which must hold at least {@link tailLength} of them.
+   */
+  constructor(bytes: Uint8Array, size = bytes.byteLength) {
+    const base = size - bytes.byteLength;
+    if (!Number.isSafeInteger(size) || base < 0) {
+      throw new RangeError(`${bytes.byteLength} bytes is more than a ${size}-byte chunk`);
+    }
     this.bytes = bytes;
-    const size = bytes.byteLength;
+    this.base = base;
+    this.byteLength = size;
     if (size < HEADER_BYTES + TRAILER_BYTES) {
       throw new ChunkError("truncated", `${size} bytes is shorter than header and trailer`);
     }
-    for (let i = 0; i < MAGIC.length; i++) {
-      if (bytes[i] !== MAGIC[i]) throw new ChunkError("bad_magic");
+    // A tail has no header: its version is the footer's shape (below).
+    let version: number | undefined;
+    if (base === 0) {
+      for (let i = 0; i < MAGIC.length; i++) {
+        if (bytes[i] !== MAGIC[i]) throw new ChunkError("bad_magic");
+      }
+      version = bytes[4];
+      if (version !== VERSION && version !== VERSION_1)
+        throw new ChunkError("unsupported_version", `version ${version}`);
+      if (bytes[5] !== CODEC_SNAPPY) throw new ChunkError("unsupported_codec", `codec ${bytes[5]}`);
+      if (bytes[6] !== 0 || bytes[7] !== 0)
+        throw new ChunkError("corrupt", "reserved header bytes are not zero");
+    } else if (bytes.byteLength < TRAILER_BYTES) {
+      throw new ChunkError("truncated", `a tail of ${bytes.byteLength} bytes has no trailer`);
     }
-    const version = bytes[4];
-    if (version !== VERSION && version !== VERSION_1)
-      throw new ChunkError("unsupported_version", `version ${version}`);
-    if (bytes[5] !== CODEC_SNAPPY) throw new ChunkError("unsupported_codec", `codec ${bytes[5]}`);
-    if (bytes[6] !== 0 || bytes[7] !== 0)
-      throw new ChunkError("corrupt", "reserved header bytes are not zero");
 
-    const trailer = new ByteReader(bytes, "trailer", "truncated", size - TRAILER_BYTES);
+    const trailer = new ByteReader(bytes, "trailer", "truncated", size - TRAILER_BYTES - base);
     const footerLength = trailer.u32le();
     const footerCrc = trailer.u32le();
     const footerEnd = size - TRAILER_BYTES;
@@ -102,11 +133,12 @@ export class ChunkReader {
       throw new ChunkError("truncated", `footer of ${footerLength} bytes in a ${size}-byte chunk`);
     }
     const footerStart = footerEnd - footerLength;
-    if (crc32c(bytes.subarray(footerStart, footerEnd)) !== footerCrc) {
+    if (footerStart < base) throw short(bytes.byteLength, size - footerStart);
+    if (crc32c(bytes.subarray(footerStart - base, footerEnd - base)) !== footerCrc) {
       throw new ChunkError("bad_checksum", "footer");
     }
 
-    const f = new ByteReader(bytes, "footer", "corrupt", footerStart, footerEnd);
+    const f = new ByteReader(bytes, "footer", "corrupt", footerStart - base, footerEnd - base);
     const symbolsOffset = f.uvarint(footerStart);
     const symbolsLength = f.uvarint(footerStart);
     const symbolsRaw = f.uvarint(MAX_SYMBOLS_RAW_BYTES);
@@ -139,6 +171,10 @@ export class ChunkReader {
       if (i === 0 || maxTs > through) through = maxTs;
     }
     if (expected !== symbolsOffset) f.fail("blocks do not end where the symbol table starts");
+    // Version 1 ends its footer here and its symbol table at the footer; version 2 follows
+    // the table with the block symbols (a checksum at least), and says how long they are.
+    version ??= f.remaining === 0 && symbolsEnd === footerStart ? VERSION_1 : VERSION;
+    if (symbolsOffset < base) throw short(bytes.byteLength, size - symbolsOffset);
     let blockSymbolsLength = 0;
     let blockSymbolsRaw = 0;
     if (version === VERSION) {
@@ -157,19 +193,71 @@ export class ChunkReader {
     this.entryCount = entryCount;
     const raw = this.section(symbolsOffset, symbolsLength, symbolsRaw, "symbol table");
     this.symbols = new SymbolTable(raw, symbolCount);
-    let retained = size + raw.byteLength;
+    let retained = bytes.byteLength + raw.byteLength;
     if (version === VERSION) {
       const where = "block symbols";
       const raw = this.section(symbolsEnd, blockSymbolsLength, blockSymbolsRaw, where);
       this.blockSymbols = new BlockSymbols(raw, blockCount, symbolCount);
       retained += raw.byteLength;
     }
-    this.retainedBytes = retained;
+    this.retained = retained;
+    this.added = new Array<Uint8Array | undefined>(blockCount);
   }
 
-  /** The encoded chunk's size, bytes. */
-  get byteLength(): number {
-    return this.bytes.byteLength;
+  /**
+   * How many of a chunk's last bytes a reader needs (its footer and symbol sections),
+   * judged from `tail`, the last bytes of the `size`-byte chunk: at most `size`, and more
+   * than `tail` holds when it is too short (read that many and ask again: the first answer
+   * may know only the footer's length). Unchecked: the reader checks what it is given.
+   */
+  static tailLength(tail: Uint8Array, size: number): number {
+    const n = tail.byteLength;
+    if (n < TRAILER_BYTES || size <= n) return size;
+    const footer = new ByteReader(tail, "trailer", "truncated", n - TRAILER_BYTES).u32le();
+    const footerBytes = footer + TRAILER_BYTES;
+    if (footerBytes > n) return Math.min(size, footerBytes);
+    // The footer starts with the symbol table's offset.
+    let symbolsOffset = 0;
+    try {
+      symbolsOffset = new ByteReader(tail, "footer", "corrupt", n - footerBytes).uvarint(size);
+    } catch {
+      return size; // damaged: the reader, given it whole, says how
+    }
+    return size - symbolsOffset;
+  }
+
+  /**
+   * The byte ranges of the chunk, one per run of adjacent blocks, that hold the blocks
+   * `wanted` accepts and the reader lacks: what {@link addBlocks} needs.
+   */
+  missing(wanted: (block: number) => boolean): { offset: number; length: number }[] {
+    const out: { offset: number; length: number }[] = [];
+    for (let i = 0; i < this.blocks.length; i++) {
+      const b = this.blocks[i]!;
+      if (b.offset >= this.base || this.added[i] !== undefined || !wanted(i)) continue;
+      const end = b.offset + b.length + CRC_BYTES;
+      const last = out[out.length - 1];
+      if (last !== undefined && last.offset + last.length === b.offset)
+        last.length = end - last.offset;
+      else out.push({ offset: b.offset, length: end - b.offset });
+    }
+    return out;
+  }
+
+  /**
+   * Takes `data`, the chunk's bytes from `offset` on: every block it holds whole that the
+   * reader lacked is read from it from now on (checked when read, as any block).
+   */
+  addBlocks(offset: number, data: Uint8Array): void {
+    const end = offset + data.byteLength;
+    for (let i = 0; i < this.blocks.length; i++) {
+      const b = this.blocks[i]!;
+      const blockEnd = b.offset + b.length + CRC_BYTES;
+      if (b.offset >= this.base || this.added[i] !== undefined) continue;
+      if (b.offset < offset || blockEnd > end) continue;
+      this.added[i] = data.subarray(b.offset - offset, blockEnd - offset);
+      this.retained += b.length + CRC_BYTES;
+    }
   }
 
   /** Number of distinct metadata names and values in the chunk. */
@@ -211,7 +299,14 @@ export class ChunkReader {
     const meta = this.blocks[i];
     if (meta === undefined) throw new RangeError(`no block ${i}`);
     const where = `block ${i}`;
-    const raw = this.section(meta.offset, meta.length, meta.rawLength, where);
+    let raw: Uint8Array;
+    if (meta.offset >= this.base)
+      raw = this.section(meta.offset, meta.length, meta.rawLength, where);
+    else {
+      const added = this.added[i];
+      if (added === undefined) throw new RangeError(`block ${i} is not read (see missing)`);
+      raw = checked(added, 0, meta.length, meta.rawLength, where);
+    }
     return decodeBlockPayload(raw, meta, this.symbolAt, this.symbols.count, where, keep);
   }
 
@@ -293,13 +388,32 @@ export class ChunkReader {
 
   private readonly symbolAt = (i: number): string => this.symbols.get(i);
 
-  /** Checks a section's CRC-32C and decompresses it to exactly `rawLength` bytes. */
+  /** The section at `offset` (in the bytes the reader was made with), checked and decompressed. */
   private section(offset: number, length: number, rawLength: number, where: string): Uint8Array {
-    const data = this.bytes.subarray(offset, offset + length);
-    const stored = new ByteReader(this.bytes, where, "corrupt", offset + length).u32le();
-    if (crc32c(data) !== stored) throw new ChunkError("bad_checksum", where);
-    return snappyUncompress(data, rawLength, where);
+    return checked(this.bytes, offset - this.base, length, rawLength, where);
   }
+}
+
+/** Checks the CRC-32C of `bytes`' section at `at` and decompresses it to exactly `rawLength` bytes. */
+function checked(
+  bytes: Uint8Array,
+  at: number,
+  length: number,
+  rawLength: number,
+  where: string,
+): Uint8Array {
+  const data = bytes.subarray(at, at + length);
+  const stored = new ByteReader(bytes, where, "corrupt", at + length).u32le();
+  if (crc32c(data) !== stored) throw new ChunkError("bad_checksum", where);
+  return snappyUncompress(data, rawLength, where);
+}
+
+/** A tail that does not hold what a reader needs. */
+function short(held: number, needed: number): ChunkError {
+  return new ChunkError(
+    "truncated",
+    `a tail of ${held} bytes, the reader needs the last ${needed}`,
+  );
 }
 
 /**
