@@ -37,6 +37,25 @@ describe("ObjectCache", () => {
     expect(cache.bytes).toBeLessThanOrEqual(100);
   });
 
+  test("an entry that grew is weighed again, and the budget holds", async () => {
+    const cache = new ObjectCache<{ n: number }>(100, (v) => v.n);
+    const a = (await cache.get("a", () => Promise.resolve({ n: 30 }))).value;
+    await cache.get("b", () => Promise.resolve({ n: 30 }));
+    expect(cache.bytes).toBe(60);
+    a.n = 50;
+    cache.reweigh("a", a);
+    expect(cache.bytes).toBe(80);
+    // Past the budget the least recently used goes: b, not a (just weighed, so just used).
+    a.n = 80;
+    cache.reweigh("a", a);
+    expect(cache.bytes).toBe(80);
+    expect((await cache.get("a", () => Promise.resolve({ n: 1 }))).hit).toBe(true);
+    expect((await cache.get("b", () => Promise.resolve({ n: 1 }))).hit).toBe(false);
+    // A value no longer the key's entry changes nothing.
+    cache.reweigh("a", { n: 99 });
+    expect((await cache.get("a", () => Promise.resolve({ n: 1 }))).value).toBe(a);
+  });
+
   test("a failed load is not cached and reaches every waiter", async () => {
     const cache = new ObjectCache<Uint8Array>(100, (v) => v.byteLength);
     const fail = () => Promise.reject(new Error("store down"));

@@ -37,6 +37,17 @@ export class ObjectCache<V extends object> {
     return this.lru.calculatedSize;
   }
 
+  /**
+   * Weighs `value` again when it is still `key`'s entry: an entry that grew (a chunk reader
+   * given more blocks) counts what it holds now, and the least recently used go.
+   */
+  reweigh(key: string, value: V): void {
+    if (this.lru.peek(key) !== value) return;
+    // lru-cache keeps an entry's size when the same value is set again: set it anew.
+    this.lru.delete(key);
+    this.lru.set(key, value);
+  }
+
   /** The cached value of `key`, or `load()`'s, shared with concurrent lookups. */
   async get(key: string, load: () => Promise<V>): Promise<CacheLookup<V>> {
     const cached = this.lru.get(key);

@@ -179,6 +179,9 @@ describe.each(["fs", "s3"] as const)("queries while the compactor works, over %s
           if (isNotFound(error)) gone++;
           throw error;
         }),
+      getRange: (key: string, offset: number, length: number, o?: CallOptions) =>
+        store.getRange(key, offset, length, o),
+      getTail: (key: string, length: number, o?: CallOptions) => store.getTail(key, length, o),
     };
     const q = { tenant: "t", query: '{app=~".+"}', start: NOW - DAY, end: NOW + H, limit: 1000 };
     const read = async () =>

@@ -43,7 +43,7 @@ export class StoreDeleteRequests implements DeleteRequestsSource {
   private readonly loading = new Map<string, Promise<QueryDeletes | undefined>>();
 
   constructor(
-    private readonly store: QuerierStore,
+    private readonly store: Pick<QuerierStore, "get" | "list">,
     private readonly options: {
       readonly cacheMs: number;
       readonly enabled: (tenant: string) => boolean;

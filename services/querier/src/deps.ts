@@ -13,7 +13,7 @@ import type { ObjectStore } from "@sieve/storage";
 import { QueryError } from "./errors.js";
 
 /** What the querier needs of the object store: chunks and index segments. */
-export type QuerierStore = Pick<ObjectStore, "get" | "list">;
+export type QuerierStore = Pick<ObjectStore, "get" | "getRange" | "getTail" | "list">;
 
 /**
  * A filter that keeps every ref: the honest answer when blooms are turned off (and what

@@ -18,7 +18,7 @@ import {
   type QuerierParts,
   type QueryContext,
 } from "./context.js";
-import { fetchInOrder, readChunk } from "./fetch.js";
+import { fetchInOrder, readChunk, type ChunkRead } from "./fetch.js";
 import { EMPTY, labelsKey, metadataRecord } from "./labels.js";
 import type { QueryExplain } from "./explain.js";
 import type { Direction } from "./params.js";
@@ -259,20 +259,22 @@ export async function runLogs(
   top.settle();
   const cannotBeat = (c: PlannedChunk): boolean =>
     top.full && top.worse(backward ? c.chunk.ref.through : c.chunk.ref.from);
-  for await (const { planned: p, reader } of fetchInOrder(
-    parts,
-    ordered,
-    ctx,
-    (c) => !cannotBeat(c),
-  )) {
+  const read: ChunkRead = {
+    test: tests,
+    range: (c) => ({
+      from: c.notBefore !== undefined && c.notBefore > q.start ? c.notBefore : q.start,
+      through: q.end,
+    }),
+    direction: q.direction,
+  };
+  for await (const fetched of fetchInOrder(parts, ordered, ctx, read, (c) => !cannotBeat(c))) {
+    const p = fetched.planned;
     top.settle();
     if (cannotBeat(p)) break;
-    const from = p.notBefore !== undefined && p.notBefore > q.start ? p.notBefore : q.start;
-    const range = { from, through: q.end, direction: q.direction };
     const audit = p.audit === undefined ? undefined : new ChunkAudit(p.audit, p.labels);
     const deleted = deletes?.filter.forStream(p.labels);
     let whole = true;
-    for (const e of readChunk(reader, p.labels, tests, range, stats)) {
+    for (const e of readChunk(fetched, read, stats)) {
       if (++n % DEADLINE_CHECK_EVERY === 0) ctx.check();
       stats.linesScanned++;
       if (top.worse(e.timestamp)) {

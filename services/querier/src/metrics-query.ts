@@ -30,7 +30,7 @@ import type { IngesterSamplePart } from "@sieve/proto";
 import { ChunkAudit } from "./audit.js";
 import { DEADLINE_CHECK_EVERY, type QuerierParts, type QueryContext } from "./context.js";
 import { QueryError } from "./errors.js";
-import { fetchInOrder, readChunk } from "./fetch.js";
+import { fetchInOrder, readChunk, type ChunkRead } from "./fetch.js";
 import { labelsKey, metadataRecord } from "./labels.js";
 import {
   splitTenantMatchers,
@@ -190,7 +190,15 @@ async function collect(
   const overlapping = overlaps(planned);
   const folds = new Map<string, ReturnType<SamplePlan["stream"]> | null>();
   const seenBySeries = new Map<bigint, Set<string>>();
-  for await (const { planned: pc, reader } of fetchInOrder(parts, planned, ctx)) {
+  const read: ChunkRead = {
+    test,
+    range: (c) => ({
+      from: c.notBefore !== undefined && c.notBefore > from ? c.notBefore : from,
+      through: end,
+    }),
+  };
+  for await (const fetched of fetchInOrder(parts, planned, ctx, read)) {
+    const pc = fetched.planned;
     const key = labelsKey(pc.labels);
     let fold = folds.get(key);
     if (fold === undefined) {
@@ -208,8 +216,7 @@ async function collect(
       seen = seenBySeries.get(fp) ?? new Set<string>();
       seenBySeries.set(fp, seen);
     }
-    const first = pc.notBefore !== undefined && pc.notBefore > from ? pc.notBefore : from;
-    for (const e of readChunk(reader, pc.labels, test, { from: first, through: end }, stats)) {
+    for (const e of readChunk(fetched, read, stats)) {
       if (++stats.linesScanned % DEADLINE_CHECK_EVERY === 0) ctx.check();
       audit?.see(e);
       if (fold === null) continue;

@@ -1,0 +1,152 @@
+/**
+ * How the querier reads chunks from a real FsObjectStore: a needle query reads a chunk's
+ * tail (footer and symbol sections) and then only the blocks that may hold its needle, by
+ * range; a chunk without the needle no further than its tail; other queries read chunks
+ * whole. Answers are those of the whole chunks every time.
+ */
+import { randomBytes } from "node:crypto";
+import type { Entry } from "@sieve/chunk";
+import type { CallOptions, FsObjectStore } from "@sieve/storage";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { DEFAULT_CONFIG } from "./config.js";
+import { KEEP_ALL_FILTER, type QuerierStore } from "./deps.js";
+import { createQuerier } from "./index.js";
+import { tempStore, writeFlush } from "./testdata.test-helper.js";
+
+const S = 1_000_000_000n;
+const T0 = 1_700_000_000n * S;
+const LINES = 4000;
+
+/** Bytes the querier read from the store, by call, of chunk objects. */
+interface Reads {
+  get: number;
+  getRange: number;
+  getTail: number;
+}
+
+let store: FsObjectStore;
+let close: () => Promise<void>;
+let chunkBytes = 0;
+const entries: Entry[] = [];
+
+beforeAll(async () => {
+  ({ store, close } = await tempStore());
+  // One chunk of 4,000 lines; unique ids (which compress badly) make its symbol table
+  // ~100 KB and the whole chunk several times that, in blocks of 16 KB.
+  let trace = "";
+  for (let i = 0; i < LINES; i++) {
+    if (i % 5 === 0) trace = `tr-${i / 5}-${randomBytes(6).toString("hex")}`;
+    entries.push({
+      timestamp: T0 + BigInt(i) * S,
+      line: `request ${i} ${randomBytes(24).toString("hex")} done`,
+      structuredMetadata: [
+        { name: "trace_id", value: trace },
+        { name: "span_id", value: randomBytes(8).toString("hex") },
+      ],
+    });
+  }
+  await writeFlush(store, "t", [{ labels: { app: "a" }, entries }], LINES, 16 * 1024);
+  const [key] = await store.list("t/chunks/");
+  chunkBytes = (await store.get(key!)).byteLength;
+});
+
+afterAll(async () => {
+  await close();
+});
+
+/** A querier over the store, counting what it reads of chunk objects. */
+function counted(): { run: (query: string) => Promise<string[]>; reads: Reads } {
+  const reads: Reads = { get: 0, getRange: 0, getTail: 0 };
+  const isChunk = (key: string): boolean => key.includes("/chunks/");
+  const counting: QuerierStore = {
+    list: (prefix: string, o?: CallOptions) => store.list(prefix, o),
+    get: async (key: string, o?: CallOptions) => {
+      const data = await store.get(key, o);
+      if (isChunk(key)) reads.get += data.byteLength;
+      return data;
+    },
+    getRange: async (key: string, offset: number, length: number, o?: CallOptions) => {
+      const data = await store.getRange(key, offset, length, o);
+      if (isChunk(key)) reads.getRange += data.byteLength;
+      return data;
+    },
+    getTail: async (key: string, length: number, o?: CallOptions) => {
+      const tail = await store.getTail(key, length, o);
+      if (isChunk(key)) reads.getTail += tail.data.byteLength;
+      return tail;
+    },
+  };
+  const querier = createQuerier({
+    config: { ...DEFAULT_CONFIG, workers: 0 },
+    store: counting,
+    chunkFilter: KEEP_ALL_FILTER,
+  });
+  const total = (): number => reads.get + reads.getRange + reads.getTail;
+  const run = async (query: string): Promise<string[]> => {
+    const before = total();
+    const got = await querier.selectLogs({
+      tenant: "t",
+      query,
+      start: T0,
+      end: T0 + BigInt(LINES + 1) * S,
+      limit: 5000,
+      direction: "forward",
+    });
+    expect(got.stats.bytesFetched, query).toBe(total() - before);
+    return got.entries.map((e) => e.line);
+  };
+  return { run, reads };
+}
+
+const linesOf = (test: (e: Entry) => boolean): string[] => entries.filter(test).map((e) => e.line);
+
+describe("reading chunks by range", () => {
+  test("the chunk is large enough to test ranges on", () => {
+    // Over twice the first read of a tail (128 KiB).
+    expect(chunkBytes).toBeGreaterThan(256 * 1024);
+  });
+
+  test("a present needle reads the tail and its block, not the whole chunk", async () => {
+    const { run, reads } = counted();
+    const trace = entries[2002]!.structuredMetadata[0]!.value;
+    const got = await run(`{app="a"} | trace_id="${trace}"`);
+    expect(got).toEqual(linesOf((e) => e.structuredMetadata[0]!.value === trace));
+    expect(got).toHaveLength(5);
+    expect(reads.get).toBe(0);
+    expect(reads.getTail).toBeGreaterThan(0);
+    expect(reads.getRange).toBeGreaterThan(0);
+    expect(reads.getRange).toBeLessThan(3 * 16 * 1024);
+    expect(reads.getTail + reads.getRange).toBeLessThan(chunkBytes / 2);
+  });
+
+  test("an absent needle reads the tail alone", async () => {
+    const { run, reads } = counted();
+    expect(await run(`{app="a"} | trace_id="tr-absent"`)).toEqual([]);
+    expect(reads).toMatchObject({ get: 0, getRange: 0 });
+    expect(reads.getTail).toBeLessThan(chunkBytes / 2);
+  });
+
+  test("a query without a metadata needle reads the chunk whole, in one call", async () => {
+    const { run, reads } = counted();
+    const got = await run(`{app="a"} |= "request 3999 "`);
+    expect(got).toEqual(linesOf((e) => e.line.startsWith("request 3999 ")));
+    expect(reads).toEqual({ get: chunkBytes, getRange: 0, getTail: 0 });
+  });
+
+  test("a chunk the cache holds by its tail gets the blocks a later query needs", async () => {
+    const { run, reads } = counted();
+    const trace = entries[10]!.structuredMetadata[0]!.value;
+    expect(await run(`{app="a"} | trace_id="tr-absent"`)).toEqual([]);
+    const tail = reads.getTail;
+    // Every line, from the cached tail and the blocks read now: each block read once.
+    expect(await run(`{app="a"}`)).toEqual(entries.map((e) => e.line));
+    expect(reads.getTail).toBe(tail);
+    expect(reads.get).toBe(0);
+    expect(reads.getTail + reads.getRange).toBeGreaterThanOrEqual(chunkBytes);
+    expect(reads.getTail + reads.getRange).toBeLessThan(chunkBytes + 128 * 1024);
+    // Then a needle reads nothing more.
+    const before = { ...reads };
+    expect(await run(`{app="a"} | trace_id="${trace}"`)).toHaveLength(5);
+    expect(reads).toEqual(before);
+  });
+});
