@@ -27,7 +27,9 @@ interface Reads {
 let store: FsObjectStore;
 let close: () => Promise<void>;
 let chunkBytes = 0;
+let wideBytes = 0;
 const entries: Entry[] = [];
+const wide: Entry[] = [];
 
 beforeAll(async () => {
   ({ store, close } = await tempStore());
@@ -48,6 +50,20 @@ beforeAll(async () => {
   await writeFlush(store, "t", [{ labels: { app: "a" }, entries }], LINES, 16 * 1024);
   const [key] = await store.list("t/chunks/");
   chunkBytes = (await store.get(key!)).byteLength;
+  // Tenant u: a chunk whose symbol sections alone are larger than the first read of a tail.
+  for (let i = 0; i < LINES; i++) {
+    wide.push({
+      timestamp: T0 + BigInt(i) * S,
+      line: `request ${i}`,
+      structuredMetadata: [
+        { name: "trace_id", value: `w-${i}-${randomBytes(24).toString("hex")}` },
+        { name: "span_id", value: randomBytes(24).toString("hex") },
+      ],
+    });
+  }
+  await writeFlush(store, "u", [{ labels: { app: "w" }, entries: wide }], LINES, 16 * 1024);
+  const [wideKey] = await store.list("u/chunks/");
+  wideBytes = (await store.get(wideKey!)).byteLength;
 });
 
 afterAll(async () => {
@@ -55,7 +71,7 @@ afterAll(async () => {
 });
 
 /** A querier over the store, counting what it reads of chunk objects. */
-function counted(): { run: (query: string) => Promise<string[]>; reads: Reads } {
+function counted(): { run: (query: string, tenant?: string) => Promise<string[]>; reads: Reads } {
   const reads: Reads = { get: 0, getRange: 0, getTail: 0 };
   const isChunk = (key: string): boolean => key.includes("/chunks/");
   const counting: QuerierStore = {
@@ -82,10 +98,10 @@ function counted(): { run: (query: string) => Promise<string[]>; reads: Reads } 
     chunkFilter: KEEP_ALL_FILTER,
   });
   const total = (): number => reads.get + reads.getRange + reads.getTail;
-  const run = async (query: string): Promise<string[]> => {
+  const run = async (query: string, tenant = "t"): Promise<string[]> => {
     const before = total();
     const got = await querier.selectLogs({
-      tenant: "t",
+      tenant,
       query,
       start: T0,
       end: T0 + BigInt(LINES + 1) * S,
@@ -131,6 +147,21 @@ describe("reading chunks by range", () => {
     const got = await run(`{app="a"} |= "request 3999 "`);
     expect(got).toEqual(linesOf((e) => e.line.startsWith("request 3999 ")));
     expect(reads).toEqual({ get: chunkBytes, getRange: 0, getTail: 0 });
+  });
+
+  test("a tail longer than the first read is completed by one read of the bytes before it", async () => {
+    const { run, reads } = counted();
+    const trace = wide[1234]!.structuredMetadata[0]!.value;
+    expect(await run(`{app="w"} | trace_id="${trace}"`, "u")).toEqual(["request 1234"]);
+    expect(reads.get).toBe(0);
+    expect(reads.getTail).toBe(128 * 1024);
+    // The rest of the tail, then the needle's block: every byte read once.
+    expect(reads.getTail + reads.getRange).toBeLessThan(wideBytes);
+    const before = { ...reads };
+    expect(await run(`{app="w"}`, "u")).toHaveLength(LINES);
+    expect(reads.getTail).toBe(before.getTail);
+    // Everything but the 8-byte header, which a reader of a tail does not need.
+    expect(reads.getTail + reads.getRange).toBe(wideBytes - 8);
   });
 
   test("a chunk the cache holds by its tail gets the blocks a later query needs", async () => {

@@ -63,14 +63,19 @@ export async function cachedChunk(
         bytes = whole.byteLength;
         return new ChunkReader(whole);
       }
-      let { data, size } = await parts.store.getTail(key, TAIL_BYTES);
+      const last = await parts.store.getTail(key, TAIL_BYTES);
+      const size = last.size;
+      let data = last.data;
       bytes = data.byteLength;
-      // A second read when the guess was short: the footer's length, then the sections'.
+      // When the guess was short, the bytes before it (a chunk key names its content: the
+      // object cannot change between the reads): the footer's length says how many the
+      // footer needs, then the footer how many the symbol sections do.
       for (let reads = 0; reads < 2; reads++) {
         const need = ChunkReader.tailLength(data, size);
         if (need <= data.byteLength) break;
-        ({ data, size } = await parts.store.getTail(key, need));
-        bytes += data.byteLength;
+        const before = await parts.store.getRange(key, size - need, need - data.byteLength);
+        bytes += before.byteLength;
+        data = Buffer.concat([before, data]);
       }
       return new ChunkReader(data, size);
     } catch (error) {
