@@ -40,9 +40,14 @@ export interface FetchedChunk {
 
 /** The blocks of a chunk a query reads, and the filters inside them. */
 export interface BlockPlan {
+  /** The range the query reads of the chunk, ns: [from, through). */
+  readonly range: { readonly from: bigint; readonly through: bigint };
   /** 1 for each block to read. */
   readonly read: Uint8Array;
   readonly filters: ChunkFilters | undefined;
+  /** Raw bytes of the blocks to read, and blocks in range left unread (the stats'). */
+  readonly rawBytes: number;
+  readonly skipped: number;
 }
 
 /**
@@ -183,11 +188,16 @@ function planBlocks(
 ): BlockPlan {
   const filters = chunkFilters(reader, test, labels);
   const read = new Uint8Array(reader.blocks.length);
+  let rawBytes = 0;
+  let skipped = 0;
   reader.blocks.forEach((b, i) => {
     if (b.maxTs < range.from || b.minTs >= range.through) return;
-    if (filters === undefined || filters.block(i)) read[i] = 1;
+    if (filters === undefined || filters.block(i)) {
+      read[i] = 1;
+      rawBytes += b.rawLength;
+    } else skipped++;
   });
-  return { read, filters };
+  return { range, read, filters, rawBytes, skipped };
 }
 
 /**
@@ -197,18 +207,14 @@ function planBlocks(
  * query decodes the lines that hold it and nothing of a false positive.
  */
 export function readChunk(
-  { reader, blocks, planned }: FetchedChunk,
+  { reader, blocks }: FetchedChunk,
   read: ChunkRead,
   stats: QueryStats,
 ): Generator<Entry, void, undefined> {
-  const range = read.range(planned);
-  reader.blocks.forEach((b, i) => {
-    if (b.maxTs < range.from || b.minTs >= range.through) return;
-    if (blocks.read[i] === 1) stats.bytesDecompressed += b.rawLength;
-    else stats.blocksSkipped++;
-  });
+  stats.bytesDecompressed += blocks.rawBytes;
+  stats.blocksSkipped += blocks.skipped;
   return reader.entries({
-    ...range,
+    ...blocks.range,
     ...(read.direction !== undefined && { direction: read.direction }),
     blocks: (i) => blocks.read[i] === 1,
     ...(blocks.filters !== undefined && { keep: blocks.filters.entry }),
