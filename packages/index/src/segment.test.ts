@@ -369,9 +369,49 @@ describe("merging segments", () => {
     expect(() => mergeSegments("u", [without], 0n, at(D + 1, 0))).toThrow(IndexError);
   });
 
-  it("cuts one indexed segment to a range as the general merge does, reusing its objects", () => {
+  it("merges indexed segments as a listing-by-listing reference does, reusing their objects", () => {
+    // The reference: every listing in segment order, a chunk kept once (a listing with a
+    // bloom block wins over one without, else the first), series and chunks sorted.
+    const reference = (segments: IndexSegment[], from: bigint, through: bigint) => {
+      type Kept = { c: SegmentChunk; bloom: string };
+      const bySeries = new Map<bigint, { labels: string; chunks: Kept[] }>();
+      for (const segment of segments) {
+        for (const s of segment.series) {
+          const bloom = s.bloom.kind === "block" ? s.bloom.key : "missing";
+          for (const c of s.chunks) {
+            if (c.through < from || c.from > through) continue;
+            let entry = bySeries.get(s.fingerprint);
+            if (entry === undefined)
+              bySeries.set(s.fingerprint, (entry = { labels: s.labels, chunks: [] }));
+            const same = entry.chunks.findIndex(
+              (k) =>
+                k.c.from === c.from && k.c.through === c.through && k.c.checksum === c.checksum,
+            );
+            if (same < 0) entry.chunks.push({ c, bloom });
+            else if (entry.chunks[same]!.bloom === "missing" && bloom !== "missing") {
+              entry.chunks[same] = { c, bloom };
+            }
+          }
+        }
+      }
+      const order = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
+      return [...bySeries]
+        .sort(([a], [b]) => order(a, b))
+        .map(([fp, { labels, chunks }]) => [
+          fp,
+          labels,
+          chunks
+            .sort(
+              (x, y) =>
+                order(x.c.from, y.c.from) ||
+                order(x.c.through, y.c.through) ||
+                x.c.checksum - y.c.checksum,
+            )
+            .map((k) => [k.c.from, k.c.through, k.c.checksum, k.bloom]),
+        ]);
+    };
     const chunk = fc
-      .tuple(fc.integer({ min: 0, max: 47 }), fc.integer({ min: 0, max: 5 }), fc.nat(3))
+      .tuple(fc.integer({ min: 0, max: 47 }), fc.integer({ min: 0, max: 5 }), fc.nat(2))
       .map(([h, len, sum]) =>
         chunkAt(
           at(D, 0) + BigInt(h) * 1_800_000_000_000n,
@@ -379,38 +419,65 @@ describe("merging segments", () => {
           sum,
         ),
       );
-    const oneSeries = fc.tuple(
-      fc.bigInt({ min: 1n, max: 6n }),
-      fc.array(chunk, { maxLength: 5 }),
-      fc.boolean(),
+    // A segment's series unordered and listed more than once now and then, as a segment
+    // may list them (indexSegment puts them in order).
+    const segmentOf = fc.array(
+      fc.tuple(fc.bigInt({ min: 1n, max: 6n }), fc.array(chunk, { maxLength: 4 }), fc.boolean()),
+      { maxLength: 7 },
     );
     fc.assert(
       fc.property(
-        fc.array(oneSeries, { maxLength: 8 }),
+        fc.array(segmentOf, { minLength: 1, maxLength: 5 }),
         fc.integer({ min: 0, max: 47 }),
         fc.integer({ min: 0, max: 47 }),
-        (listed, a, b) => {
-          const segment: IndexSegment = {
+        (listings, a, b) => {
+          const segments: IndexSegment[] = listings.map((listed, k) => ({
             tenant: "t",
             day: D,
-            series: listed.map(([fp, chunks, block]) => series(fp, chunks, block)),
-          };
-          const from = at(D, Math.min(a, b));
-          const through = at(D, Math.max(a, b));
-          const indexed = indexSegment("t", segment);
-          const alone = mergeIndexed([indexed], from, through);
-          // The general merge, forced by a second (empty) segment.
-          const general = mergeIndexed([indexed, []], from, through);
-          const shape = (all: typeof alone) =>
-            all.map((s) => [
+            series: listed.map(([fp, chunks, block]) => ({
+              ...series(fp, chunks, block),
+              ...(block && {
+                bloom: { kind: "block", key: `t/blooms/${k}`, offset: 8, length: 100 },
+              }),
+            })),
+          }));
+          const from = at(D, 0) + BigInt(Math.min(a, b)) * 1_800_000_000_000n;
+          const through = at(D, 0) + BigInt(Math.max(a, b)) * 1_800_000_000_000n;
+          const indexed = segments.map((s) => indexSegment("t", s));
+          const merged = mergeIndexed(indexed, from, through);
+          const shape = merged.map((s) => [
+            s.fingerprint,
+            s.labels,
+            s.chunks.map((c) => [
+              c.ref.from,
+              c.ref.through,
+              c.ref.checksum,
+              c.bloom.kind === "block" ? c.bloom.key : "missing",
+            ]),
+          ]);
+          expect(shape).toEqual(reference(segments, from, through));
+          expect(shape).toEqual(
+            mergeSegments("t", segments, from, through).map((s) => [
               s.fingerprint,
-              s.chunks.map((c) => [c.ref.from, c.ref.through, c.ref.checksum, c.bloom.kind]),
-            ]);
-          expect(shape(alone)).toEqual(shape(general));
-          expect(shape(alone)).toEqual(shape(mergeSegments("t", [segment], from, through)));
-          // Every chunk answered is the indexed segment's own object.
-          const own = new Set(indexed.flatMap((s) => s.chunks));
-          for (const s of alone) for (const c of s.chunks) expect(own.has(c)).toBe(true);
+              s.labels,
+              s.chunks.map((c) => [
+                c.ref.from,
+                c.ref.through,
+                c.ref.checksum,
+                c.bloom.kind === "block" ? c.bloom.key : "missing",
+              ]),
+            ]),
+          );
+          // Every chunk answered is an indexed segment's own object, and so is a series
+          // of one segment whose chunks are all in range.
+          const own = new Set(indexed.flat().flatMap((s) => s.chunks));
+          for (const s of merged) for (const c of s.chunks) expect(own.has(c)).toBe(true);
+          for (const s of merged) {
+            const listings = indexed.flat().filter((x) => x.fingerprint === s.fingerprint);
+            if (listings.length === 1 && listings[0]!.chunks.length === s.chunks.length) {
+              expect(s).toBe(listings[0]);
+            }
+          }
         },
       ),
     );
@@ -430,7 +497,7 @@ describe("merging segments", () => {
             .sort((a, b) => (a < b ? -1 : 1))
             .map((fp, i) => series(fp, chunks[i]!, blocks[i]));
           const segment: IndexSegment = { tenant: "t", day: D, series: listed };
-          // The first series listed again with no chunk: the segment takes merge's path.
+          // The first series listed again with no chunk: the segment is regrouped.
           const again = listed.slice(0, 1).map((s) => ({ ...s, chunks: [] }));
           const merged: IndexSegment = { ...segment, series: [...listed, ...again] };
           const shape = (all: IndexedSeries[]) =>
