@@ -14,6 +14,7 @@ import type { QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { ERR_DEADLINE_EXCEEDED, QueryError, queryMemory } from "./errors.js";
 import { Explain } from "./explain.js";
+import type { TailSizes } from "./fetch.js";
 import type { ParsedLabels } from "./labels.js";
 import type { QuerierMetrics } from "./metrics.js";
 import { QueryStats } from "./stats.js";
@@ -37,6 +38,8 @@ export interface QuerierParts {
   readonly listings: SegmentListings;
   /** Fetched chunks by key, as checked readers, sized by what they hold. */
   readonly chunks: ObjectCache<ChunkReader>;
+  /** How much of a chunk's tail to read first (fetch.ts). */
+  readonly tails: TailSizes;
   /** Label records of the series' canonical label strings. */
   readonly labels: ParsedLabels;
   /**

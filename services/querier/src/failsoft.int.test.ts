@@ -24,6 +24,7 @@ import { KEEP_ALL_FILTER, NO_INGESTERS } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { createQuerierServer } from "./http.js";
 import { createQuerier } from "./index.js";
+import { TailSizes } from "./fetch.js";
 import { ParsedLabels, ReadReport } from "./labels.js";
 import { parseSelector } from "./parse.js";
 import { plan, readSeries } from "./plan.js";
@@ -204,6 +205,7 @@ function partsWith(chunkFilter: ChunkFilter) {
     segments: new ObjectCache(1 << 20, (v) => v.bytes),
     listings: new SegmentListings(undefined),
     chunks: new ObjectCache(1 << 20, (v) => v.retainedBytes),
+    tails: new TailSizes(),
     labels: new ParsedLabels(report),
     retention: new Retention(NO_RETENTION),
     deletes: NO_DELETES,

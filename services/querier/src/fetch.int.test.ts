@@ -5,7 +5,7 @@
  * whole. Answers are those of the whole chunks every time.
  */
 import { randomBytes } from "node:crypto";
-import type { Entry } from "@sieve/chunk";
+import { ChunkReader, type Entry } from "@sieve/chunk";
 import type { CallOptions, FsObjectStore } from "@sieve/storage";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
@@ -30,6 +30,8 @@ let chunkBytes = 0;
 let wideBytes = 0;
 const entries: Entry[] = [];
 const wide: Entry[] = [];
+/** Tenant v's two chunks, alike (streams v1 and v2): their tails' lengths, bytes. */
+const vTails: number[] = [];
 
 beforeAll(async () => {
   ({ store, close } = await tempStore());
@@ -64,6 +66,23 @@ beforeAll(async () => {
   await writeFlush(store, "u", [{ labels: { app: "w" }, entries: wide }], LINES, 16 * 1024);
   const [wideKey] = await store.list("u/chunks/");
   wideBytes = (await store.get(wideKey!)).byteLength;
+  // Tenant v: two alike chunks of 4,000 lines in 800 traces, tails far below 128 KiB.
+  const alike = (): Entry[] =>
+    Array.from({ length: LINES }, (_, i) => ({
+      timestamp: T0 + BigInt(i) * S,
+      line: `request ${i} ${randomBytes(32).toString("hex")}`,
+      structuredMetadata: [{ name: "trace_id", value: `v-${Math.floor(i / 5)}` }],
+    }));
+  const v = [
+    { labels: { app: "v1" }, entries: alike() },
+    { labels: { app: "v2" }, entries: alike() },
+  ];
+  await writeFlush(store, "v", v, LINES, 16 * 1024);
+  for (const key of (await store.list("v/chunks/")).sort()) {
+    const bytes = await store.get(key);
+    expect(bytes.byteLength).toBeGreaterThan(128 * 1024);
+    vTails.push(ChunkReader.tailLength(bytes.subarray(-64 * 1024), bytes.byteLength));
+  }
 });
 
 afterAll(async () => {
@@ -179,5 +198,21 @@ describe("reading chunks by range", () => {
     const before = { ...reads };
     expect(await run(`{app="a"} | trace_id="${trace}"`)).toHaveLength(5);
     expect(reads).toEqual(before);
+  });
+
+  test("a tenant's later chunks are read first by the share its earlier tails took", async () => {
+    const { run, reads } = counted();
+    expect(vTails).toHaveLength(2);
+    expect(await run(`{app="v1"} | trace_id="v-absent"`, "v")).toEqual([]);
+    // Its first tail: the fixed first read.
+    expect(reads.getTail).toBe(128 * 1024);
+    expect(await run(`{app="v2"} | trace_id="v-absent"`, "v")).toEqual([]);
+    const second = reads.getTail - 128 * 1024;
+    // The second: its own tail and a margin, in one read.
+    expect(reads.getRange).toBe(0);
+    expect(second).toBeGreaterThanOrEqual(Math.min(...vTails));
+    expect(second).toBeLessThan(Math.max(...vTails) * 1.2 + 1024);
+    expect(second).toBeLessThan(64 * 1024);
+    expect(await run(`{app="v2"} | trace_id="v-7"`, "v")).toHaveLength(5);
   });
 });

@@ -28,6 +28,7 @@ import { SegmentListings } from "./listings.js";
 import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
 import { QueryContext, type LoadedSegment, type QuerierParts } from "./context.js";
 import { StoreDeleteRequests, type DeleteRequestsSource } from "./deletes.js";
+import { TailSizes } from "./fetch.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier, PatternSeries } from "@sieve/proto";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
@@ -116,6 +117,7 @@ export class Querier {
       segments: this.segments,
       listings: new SegmentListings(deps.storeWrites),
       chunks: this.chunks,
+      tails: new TailSizes(),
       labels: new ParsedLabels(this.report),
       retention: new Retention(deps.retention ?? NO_RETENTION),
       deletes:
