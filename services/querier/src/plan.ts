@@ -205,10 +205,20 @@ export function seriesMatching(
   selectors: readonly (readonly Matcher[])[],
 ): readonly IndexedSeries[] {
   const { series, labels } = segment;
-  const wanted = (i: number): boolean => selectors.some((m) => matchesLabels(m, labels[i]!));
+  // Loops, not a closure a series: a needle over 25 segments tested 2,500 series.
+  const out: IndexedSeries[] = [];
+  const wanted = (i: number): void => {
+    for (const matchers of selectors) {
+      if (matchesLabels(matchers, labels[i]!)) {
+        out.push(series[i]!);
+        return;
+      }
+    }
+  };
   const some = candidates(segment, selectors);
-  if (some === undefined) return series.filter((_, i) => wanted(i));
-  return some.filter(wanted).map((i) => series[i]!);
+  if (some === undefined) for (let i = 0; i < series.length; i++) wanted(i);
+  else for (const i of some) wanted(i);
+  return out;
 }
 
 /**
@@ -468,16 +478,24 @@ export async function plan(
       for (let k = groups.length - 2; g === undefined && byBloom === undefined && k >= first; k--) {
         if (groups[k]!.bloom === c.bloom) g = groups[k];
       }
-      if (g === undefined) {
-        g = { fingerprint: series.fingerprint, labels: series.labels, bloom: c.bloom, chunks: [] };
-        groups.push(g);
-        if (byBloom !== undefined) byBloom.set(c.bloom, g);
-        else if (groups.length - first > SCANNED_GROUPS) {
-          byBloom = new Map(groups.slice(first).map((x) => [x.bloom, x]));
-        }
-      }
-      g.chunks.push(c.listed);
       sent++;
+      if (g !== undefined) {
+        g.chunks.push(c.listed);
+        continue;
+      }
+      // Made holding its first chunk: most groups hold one, and an empty array's first push
+      // makes room for 17 (a needle over 2,000 groups allocated 300 KB of such room).
+      g = {
+        fingerprint: series.fingerprint,
+        labels: series.labels,
+        bloom: c.bloom,
+        chunks: [c.listed],
+      };
+      groups.push(g);
+      if (byBloom !== undefined) byBloom.set(c.bloom, g);
+      else if (groups.length - first > SCANNED_GROUPS) {
+        byBloom = new Map(groups.slice(first).map((x) => [x.bloom, x]));
+      }
     }
   }
   let failed: string | undefined;
