@@ -10,51 +10,81 @@
  * no further than its tail (on the peers bench's data, 90 KB of 260). Other queries read
  * chunks whole, in one call.
  */
-import { ChunkReader, type Entry } from "@sieve/chunk";
+import { ChunkReader, type ChunkRef, type Entry } from "@sieve/chunk";
 import { chunkFilters, type BloomTest, type ChunkFilters } from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
 import { storeError, type PlannedChunk } from "./plan.js";
 import type { QueryStats } from "./stats.js";
 
-/** A tenant's first read of a chunk's tail, bytes (see {@link TailSizes}). */
+/** The first read of a chunk's tail of a series not read yet, at most, bytes. */
 const FIRST_TAIL_BYTES = 128 * 1024;
 /** Tails a tenant's guess is made from: the last this many read. */
 const TAIL_HISTORY = 32;
-/** Tenants whose tails are remembered; past this many, all are forgotten. */
+/** Tenants, and series, whose tails are remembered; past these, all are forgotten. */
 const MAX_TAIL_TENANTS = 4096;
+const MAX_TAIL_SERIES = 65_536;
+
+/** What {@link TailSizes} remembers of a tenant. */
+interface TenantTails {
+  /** The shares of its last tails, and the largest of them. */
+  readonly ring: Float64Array;
+  next: number;
+  max: number;
+  /** The share of each series' last tail. */
+  readonly series: Map<bigint, number>;
+}
 
 /**
  * How much of a chunk's tail a query reads first, learnt from the tails it read before:
- * a tenant's chunks are cut alike, so their tails take a like share of their size (7.8%
- * on bench:query's data, where the trace id is the only metadata; 15-65% on the peers
- * bench's, where every line has its own span id). The guess is the largest share among
- * the tenant's last {@link TAIL_HISTORY} tails times the chunk's size (the index has it),
- * with a margin; a tail longer than the guess costs one more read, of the bytes before
- * it. A fixed guess read 128 KiB for bench:query's 15 KB tails: 8× the bytes, copied and
- * then collected, for every chunk a bloom kept by false positive.
+ * a series' chunks are cut alike, so their tails take a like share of their size (7.8% on
+ * bench:query's data, where the trace id is the only metadata; 35% on the peers bench's,
+ * where every line has its own span id; within 3% of that on every chunk of either). A
+ * series read before: its last share times the chunk's size (the index has it), with a
+ * margin. A series not read yet: the largest share among its tenant's last
+ * {@link TAIL_HISTORY} tails, at most {@link FIRST_TAIL_BYTES} (a tenant may mix streams
+ * of long and short tails); 128 KiB for a tenant's first. A tail longer than the guess
+ * costs one more read, of the bytes before it. A fixed 128 KiB read bench:query's 15 KB
+ * tails 8× over, copied and then collected, for every chunk a bloom kept by false positive.
  */
 export class TailSizes {
-  private readonly shares = new Map<string, { ring: Float64Array; next: number; max: number }>();
+  private readonly tenants = new Map<string, TenantTails>();
+  private seriesKnown = 0;
 
-  /** The bytes to read first of a chunk of `size` bytes of `tenant`. */
-  guess(tenant: string, size: number): number {
-    const seen = this.shares.get(tenant);
+  /** The bytes to read first of a chunk of `size` bytes of series `fingerprint` of `tenant`. */
+  guess(tenant: string, fingerprint: bigint, size: number): number {
+    const seen = this.tenants.get(tenant);
     if (seen === undefined || !(size > 0)) return FIRST_TAIL_BYTES;
-    return Math.min(size, Math.ceil(size * seen.max * 1.05) + 1024);
+    const own = seen.series.get(fingerprint);
+    if (own !== undefined) return Math.min(size, Math.ceil(size * own * 1.05) + 1024);
+    return Math.min(size, FIRST_TAIL_BYTES, Math.ceil(size * seen.max * 1.05) + 1024);
   }
 
-  /** Remembers that a chunk of `size` bytes of `tenant` had a tail of `tail` bytes. */
-  learn(tenant: string, tail: number, size: number): void {
+  /** Remembers that a chunk of `size` bytes of that series had a tail of `tail` bytes. */
+  learn(tenant: string, fingerprint: bigint, tail: number, size: number): void {
     if (!(size > 0) || !(tail > 0)) return;
-    let seen = this.shares.get(tenant);
+    let seen = this.tenants.get(tenant);
     if (seen === undefined) {
-      if (this.shares.size >= MAX_TAIL_TENANTS) this.shares.clear();
-      seen = { ring: new Float64Array(TAIL_HISTORY), next: 0, max: 0 };
-      this.shares.set(tenant, seen);
+      if (this.tenants.size >= MAX_TAIL_TENANTS) this.forget();
+      seen = { ring: new Float64Array(TAIL_HISTORY), next: 0, max: 0, series: new Map() };
+      this.tenants.set(tenant, seen);
     }
-    seen.ring[seen.next] = Math.min(1, tail / size);
+    const share = Math.min(1, tail / size);
+    seen.ring[seen.next] = share;
     seen.next = (seen.next + 1) % TAIL_HISTORY;
     seen.max = Math.max(...seen.ring);
+    if (!seen.series.has(fingerprint)) {
+      if (this.seriesKnown >= MAX_TAIL_SERIES) {
+        for (const t of this.tenants.values()) t.series.clear();
+        this.seriesKnown = 0;
+      }
+      this.seriesKnown++;
+    }
+    seen.series.set(fingerprint, share);
+  }
+
+  private forget(): void {
+    this.tenants.clear();
+    this.seriesKnown = 0;
   }
 }
 
@@ -87,13 +117,13 @@ export interface BlockPlan {
 
 /**
  * The chunk at `key` through the chunk cache, read and checked on a miss (its tail alone
- * when `tail` names the chunk's tenant and size, from the index); `hit` says which,
+ * when `tail` gives the chunk's ref and size, from the index); `hit` says which,
  * `bytes` what the store sent. A store that is down is a 503, not a 500 ({@link storeError}).
  */
 export async function cachedChunk(
   parts: QuerierParts,
   key: string,
-  tail?: { readonly tenant: string; readonly size: number },
+  tail?: { readonly ref: ChunkRef; readonly size: number },
 ): Promise<{ value: ChunkReader; hit: boolean; bytes: number }> {
   let bytes = 0;
   const got = await parts.chunks.get(key, async () => {
@@ -103,7 +133,9 @@ export async function cachedChunk(
         bytes = whole.byteLength;
         return new ChunkReader(whole);
       }
-      const last = await parts.store.getTail(key, parts.tails.guess(tail.tenant, tail.size));
+      const { tenant, fingerprint } = tail.ref;
+      const guess = parts.tails.guess(tenant, fingerprint, tail.size);
+      const last = await parts.store.getTail(key, guess);
       const size = last.size;
       let data = last.data;
       bytes = data.byteLength;
@@ -118,7 +150,7 @@ export async function cachedChunk(
         need = ChunkReader.tailLength(data, size);
       }
       const reader = new ChunkReader(data, size);
-      parts.tails.learn(tail.tenant, need, size);
+      parts.tails.learn(tenant, fingerprint, need, size);
       return reader;
     } catch (error) {
       throw storeError(error);
@@ -166,7 +198,7 @@ export async function* fetchInOrder(
   let stopped = false;
   const fetch = async (planned: PlannedChunk): Promise<FetchedChunk> => {
     const { key, ref, bytes: size } = planned.chunk;
-    const tail = tails ? { tenant: ref.tenant, size } : undefined;
+    const tail = tails ? { ref, size } : undefined;
     const { value: reader, hit, bytes } = await cachedChunk(parts, key, tail);
     const blocks = planBlocks(reader, planned.labels, read.test, read.range(planned));
     let fetched = bytes;
