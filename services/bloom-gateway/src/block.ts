@@ -19,6 +19,8 @@ export class BlockRecordError extends Error {
 interface RecordEntry {
   readonly fingerprint: bigint;
   readonly length: number;
+  /** Its decoded filter, or why it could not be decoded (damage is permanent). */
+  decoded?: BloomRecord | IndexError;
 }
 
 /**
@@ -32,8 +34,7 @@ interface RecordEntry {
 export class LoadedBlock {
   private raw: Uint8Array | undefined;
   private readonly records: Map<number, RecordEntry>;
-  /** A record's decoded filter, or why it could not be decoded (damage is permanent). */
-  private readonly decoded = new Map<number, BloomRecord | IndexError>();
+  private decodedCount = 0;
   private decodedBytes = 0;
 
   private constructor(bytes: Uint8Array, records: Map<number, RecordEntry>) {
@@ -58,8 +59,10 @@ export class LoadedBlock {
     );
     // Only where each record is and whose it is: the index's chunk lists are not needed.
     const records = new Map<number, RecordEntry>();
-    for (const e of entries)
-      records.set(e.offset, { fingerprint: e.fingerprint, length: e.length });
+    // Each entry made with its `decoded` slot, empty: one object shape for all.
+    for (const e of entries) {
+      records.set(e.offset, { fingerprint: e.fingerprint, length: e.length, decoded: undefined });
+    }
     return new LoadedBlock(bytes, records);
   }
 
@@ -73,16 +76,17 @@ export class LoadedBlock {
     return (this.raw?.length ?? 0) + this.decodedBytes + this.records.size * RECORD_OVERHEAD_BYTES;
   }
 
+  /** Records decoded so far: a call that decodes one grows the block's {@link bytes}. */
+  get decodedRecords(): number {
+    return this.decodedCount;
+  }
+
   /**
    * The bloom of `fingerprint` at `location` (the offset and length an index segment
-   * stores), decoding it on first use; `decodedNow` is true when this call decoded it (the
-   * block grew). Throws a {@link BlockRecordError} when the location names no record of the
-   * block, the record is another series', or its bytes are damaged.
+   * stores), decoding it on first use. Throws a {@link BlockRecordError} when the location
+   * names no record of the block, the record is another series', or its bytes are damaged.
    */
-  record(
-    location: BloomRecordLocation,
-    fingerprint: bigint,
-  ): { bloom: BloomRecord; decodedNow: boolean } {
+  record(location: BloomRecordLocation, fingerprint: bigint): BloomRecord {
     const entry = this.records.get(location.offset);
     if (entry === undefined || entry.length !== location.length) {
       throw new BlockRecordError(
@@ -94,14 +98,9 @@ export class LoadedBlock {
         `the record at ${location.offset} in ${location.key} is series ${entry.fingerprint.toString(16)}'s, not ${fingerprint.toString(16)}'s`,
       );
     }
-    let got = this.decoded.get(location.offset);
-    let decodedNow = false;
-    if (got === undefined) {
-      got = this.decode(location.offset, entry);
-      decodedNow = true;
-    }
+    const got = entry.decoded ?? this.decode(location.offset, entry);
     if (got instanceof IndexError) throw new BlockRecordError(got.message, { cause: got });
-    return { bloom: got, decodedNow };
+    return got;
   }
 
   /**
@@ -111,7 +110,7 @@ export class LoadedBlock {
   decodeAll(): number {
     let count = 0;
     for (const [offset, entry] of this.records) {
-      if (this.decoded.has(offset)) continue;
+      if (entry.decoded !== undefined) continue;
       this.decode(offset, entry);
       count++;
     }
@@ -129,8 +128,8 @@ export class LoadedBlock {
       if (!(error instanceof IndexError)) throw error;
       got = error;
     }
-    this.decoded.set(offset, got);
-    if (this.decoded.size === this.records.size) this.raw = undefined;
+    entry.decoded = got;
+    if (++this.decodedCount === this.records.size) this.raw = undefined;
     return got;
   }
 }

@@ -256,6 +256,7 @@ export class BloomCache {
 
   /** Cuts one series' bloom from a held block, and resizes the block's entry when it grew. */
   private cut(block: LoadedBlock, location: BloomRecordLocation, fingerprint: bigint): BloomRecord {
+    const decoded = block.decodedRecords;
     let got;
     try {
       got = block.record(location, fingerprint);
@@ -263,7 +264,7 @@ export class BloomCache {
       if (!(error instanceof BlockRecordError)) throw error;
       throw new BloomReadError("corrupt_bloom", error.message, { cause: error });
     }
-    if (got.decodedNow) {
+    if (block.decodedRecords !== decoded) {
       const entryKey = blockKey(location.key);
       // lru-cache sizes an entry when it is set: set a new holder to count what was decoded,
       // unless the block has been evicted meanwhile (it is not brought back).
@@ -271,7 +272,7 @@ export class BloomCache {
       if (held?.kind === "block" && held.block === block)
         this.lru.set(entryKey, { kind: "block", block });
     }
-    return got.bloom;
+    return got;
   }
 
   private async loadBlock(key: string): Promise<BlockLoad> {
