@@ -445,19 +445,8 @@ describe("merging segments", () => {
           const through = at(D, 0) + BigInt(Math.max(a, b)) * 1_800_000_000_000n;
           const indexed = segments.map((s) => indexSegment("t", s));
           const merged = mergeIndexed(indexed, from, through);
-          const shape = merged.map((s) => [
-            s.fingerprint,
-            s.labels,
-            s.chunks.map((c) => [
-              c.ref.from,
-              c.ref.through,
-              c.ref.checksum,
-              c.bloom.kind === "block" ? c.bloom.key : "missing",
-            ]),
-          ]);
-          expect(shape).toEqual(reference(segments, from, through));
-          expect(shape).toEqual(
-            mergeSegments("t", segments, from, through).map((s) => [
+          const shapeOf = (all: IndexedSeries[]) =>
+            all.map((s) => [
               s.fingerprint,
               s.labels,
               s.chunks.map((c) => [
@@ -466,8 +455,10 @@ describe("merging segments", () => {
                 c.ref.checksum,
                 c.bloom.kind === "block" ? c.bloom.key : "missing",
               ]),
-            ]),
-          );
+            ]);
+          const shape = shapeOf(merged);
+          expect(shape).toEqual(reference(segments, from, through));
+          expect(shape).toEqual(shapeOf(mergeSegments("t", segments, from, through)));
           // Every chunk answered is an indexed segment's own object, and so is a series
           // of one segment whose chunks are all in range.
           const own = new Set(indexed.flat().flatMap((s) => s.chunks));
