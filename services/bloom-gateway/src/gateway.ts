@@ -78,7 +78,6 @@ export function failOpen(
 }
 
 const encoder = new TextEncoder();
-const NO_KEYS: readonly TokenKey[] = [];
 
 /**
  * A token's UTF-8 bytes behind a slot for a chunk's prefix, and the xxhash64 (the filters'
@@ -99,6 +98,16 @@ function tokenKey(token: string): TokenKey {
   return { prefixed, lo: lastHash[0]!, hi: lastHash[1]! };
 }
 
+/** A test's literals' n-grams for one n-gram setting, and every key among them. */
+interface LiteralGrams {
+  /** Literal → its n-gram lists (null: the literal cannot be tested). */
+  readonly lists: Map<string, TokenKey[][] | null>;
+  readonly keys: TokenKey[];
+}
+
+/** What a bloom without n-grams offers a line literal: nothing to test. */
+const NO_GRAMS: LiteralGrams = { lists: new Map(), keys: [] };
+
 /**
  * A bloom test ready to run: each token it may look up (a name, a name and value, a line
  * literal's n-grams) UTF-8 encoded once, behind a slot each chunk's prefix is written
@@ -113,18 +122,14 @@ class CompiledTest {
   private readonly pairs = new Map<string, Map<string, TokenKey>>();
   /** Every name and pair key above. */
   private readonly metadataKeys: TokenKey[] = [];
-  /** The n-gram keys of the bloom's settings in use. */
-  private lineKeys: readonly TokenKey[] = NO_KEYS;
-  /** `length/skip` → every n-gram key of {@link grams}' lists for those settings. */
-  private readonly gramKeys = new Map<string, TokenKey[]>();
   private readonly literals: string[] = [];
-  /** `length/skip` → literal → its n-gram lists (null: the literal cannot be tested). */
-  private readonly grams = new Map<string, Map<string, TokenKey[][] | null>>();
+  /** `length/skip` → the literals' n-grams for those settings. */
+  private readonly grams = new Map<string, LiteralGrams>();
   /** The chunk prefix {@link chunk} writes, before it is copied into each key. */
   private readonly prefix = new Uint8Array(CHUNK_PREFIX_BYTES);
   /** The filter and settings the oracles below ask, set by each call. */
   private filter: AnyFilter | undefined;
-  private lines: Map<string, TokenKey[][] | null> | undefined;
+  private lines: LiteralGrams = NO_GRAMS;
   /** The metadata tokens the bloom holds: a kind it lacks answers "may match". */
   private tokens: MetadataTokens = ALL_METADATA_TOKENS;
   private readonly plain: MetadataOracle = {
@@ -182,7 +187,7 @@ class CompiledTest {
     const prefix = this.prefix;
     writeChunkPrefix(chunk, prefix);
     for (const key of this.metadataKeys) key.prefixed.set(prefix);
-    for (const key of this.lineKeys) key.prefixed.set(prefix);
+    for (const key of this.lines.keys) key.prefixed.set(prefix);
     return evaluateMetadataTest(test, this.prefixed, labels);
   }
 
@@ -190,29 +195,25 @@ class CompiledTest {
     this.filter = bloom.filter;
     this.tokens = bloom.metadataTokens;
     const { ngrams } = bloom;
-    this.lines = undefined;
-    this.lineKeys = NO_KEYS;
+    this.lines = NO_GRAMS;
     if (ngrams === undefined || this.literals.length === 0) return;
     const settings = `${ngrams.length}/${ngrams.skip}`;
     let lines = this.grams.get(settings);
     if (lines === undefined) {
-      lines = new Map();
-      const keys: TokenKey[] = [];
+      lines = { lists: new Map(), keys: [] };
       for (const literal of this.literals) {
         const lists = literalNgrams(literal, ngrams)?.map((list) => list.map(tokenKey));
-        lines.set(literal, lists ?? null);
-        for (const list of lists ?? []) keys.push(...list);
+        lines.lists.set(literal, lists ?? null);
+        for (const list of lists ?? []) lines.keys.push(...list);
       }
       this.grams.set(settings, lines);
-      this.gramKeys.set(settings, keys);
     }
     this.lines = lines;
-    this.lineKeys = this.gramKeys.get(settings)!;
   }
 
   /** Whether some offset's n-grams of `literal` are all in the bloom; true when untestable. */
   private line(literal: string, prefixed: boolean): boolean {
-    const lists = this.lines?.get(literal);
+    const lists = this.lines.lists.get(literal);
     if (lists === undefined || lists === null) return true;
     return lists.some((list) => list.every((key) => this.has(key, prefixed)));
   }
