@@ -91,7 +91,7 @@ export interface QuerierConfig {
   readonly multiTenantQueriesEnabled: boolean;
   /** Byte budget of the chunk cache (chunk objects and their decompressed symbol sections), shared by all queries. */
   readonly chunkCacheBytes: number;
-  /** Byte budget of the index segment cache (by encoded size). */
+  /** Byte budget of the index segment cache (by encoded size), merges of segments included. */
   readonly segmentCacheBytes: number;
   /**
    * Days of index each query worker loads before it takes queries (the segments of the
@@ -182,7 +182,8 @@ const SCHEMA = defineSchema({
       "with `authEnabled`, `X-Scope-OrgID: a|b` reads both tenants, each stream and series labelled `__tenant_id__` (Loki's `multi_tenant_queries_enabled`); off: refused with 400",
     chunkCacheBytes:
       "byte budget of the LRU of fetched chunks (each with its decompressed symbol table), shared by every query",
-    segmentCacheBytes: "byte budget of the LRU of decoded index segments (by their encoded size)",
+    segmentCacheBytes:
+      "byte budget of the LRU of decoded index segments (by their encoded size) and of the merges of several (by what they add)",
     queryReadyDays:
       "days of index each query worker loads before it takes queries (the segments of the last N × 24 h), with their bloom blocks up to half its bloom cache (`query_ready_num_days`); 0 = read at first use",
     workers: "worker threads running queries, one query each; 0: on the main thread",
