@@ -186,6 +186,8 @@ describe("readSeries over several segments", () => {
     // Series listed by several segments are the merge's own objects, found again.
     const second = await read(T0 - 3600n * S, T0 + 7200n * S);
     expect(second).toHaveLength(first.length);
-    second.forEach((s, i) => expect(s).toBe(first[i]));
+    second.forEach((s, i) => {
+      expect(s).toBe(first[i]);
+    });
   });
 });

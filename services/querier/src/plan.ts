@@ -247,59 +247,61 @@ export async function readSeries(
         throw storeError(error);
       }
     };
-    const loaded = new Map<string, LoadedSegment>();
-    const load = async (key: string): Promise<boolean> => {
-      const value = await cachedSegment(parts, tenant, key);
-      if (value !== undefined) loaded.set(key, value);
-      return value !== undefined;
-    };
-    let keys = await list();
     // A segment deleted between the listing and its read was merged away by the compactor,
-    // which writes the merged segment before deleting: listed again, the day shows it. The
-    // segments read already stay (a chunk they share with the merged one is kept once).
+    // which writes the merged segment before deleting: listed again, the day shows it.
+    let keys = await list();
     for (let attempt = 0; ; attempt++) {
-      const read = await ctx.race(Promise.all(keys.filter((k) => !loaded.has(k)).map(load)));
-      if (read.every(Boolean)) break;
-      if (attempt === MAX_RELISTS) {
-        throw new QueryError("store_unavailable", "index segments kept disappearing: retry");
+      let view: LoadedSegment;
+      try {
+        view = await ctx.race(indexView(parts, tenant, keys));
+      } catch (error) {
+        if (!(error instanceof SegmentGone)) throw error;
+        if (attempt === MAX_RELISTS) {
+          throw new QueryError("store_unavailable", "index segments kept disappearing: retry");
+        }
+        keys = await list();
+        continue;
       }
-      keys = await list();
+      ctx.stats.segmentsRead += keys.length;
+      const chosen = selectors === undefined ? view.series : seriesMatching(view, selectors);
+      return withoutExpired(parts, tenant, mergeIndexed([chosen], from, through));
     }
-    const segments = [...loaded.values()];
-    ctx.stats.segmentsRead += segments.length;
-    const view = await mergedSegments(parts, tenant, [...loaded.keys()], segments);
-    const chosen = selectors === undefined ? view.series : seriesMatching(view, selectors);
-    return withoutExpired(parts, tenant, mergeIndexed([chosen], from, through));
   });
 }
 
 const ALL_TIME: readonly [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
 
 /**
- * The segments at `keys` merged into one, as a segment: every series once, over all time,
- * from the segment cache (under the keys joined: segments never change, so the same keys
- * name the same merge). A query over a day of uncompacted flushes merges dozens of
- * segments, and every query over that day merged them again: on bench:query's 25 it was a
- * sixth of a needle's CPU. One segment is its own merge.
+ * The segments at `keys` as one: a lone segment itself, several merged (every series
+ * once, over all time), each from the segment cache. The merge is cached beside them,
+ * under the keys joined (segments never change, so the same keys name the same merge), and
+ * weighs what it holds, its segments' objects too: once made, its segments are not read
+ * again and leave the cache in their turn. A query over a day of uncompacted flushes
+ * merges dozens of segments, and every query over that day merged them again: on
+ * bench:query's 25 it was a sixth of a needle's CPU. Throws {@link SegmentGone}.
  */
-async function mergedSegments(
+async function indexView(
   parts: QuerierParts,
   tenant: string,
   keys: readonly string[],
-  segments: readonly LoadedSegment[],
 ): Promise<LoadedSegment> {
-  if (segments.length === 1) return segments[0]!;
+  const segment = async (key: string): Promise<LoadedSegment> => {
+    const value = await cachedSegment(parts, tenant, key);
+    if (value === undefined) throw new SegmentGone(key);
+    return value;
+  };
+  if (keys.length === 0) return { series: [], labels: [], bytes: 0 };
+  if (keys.length === 1) return segment(keys[0]!);
   const merge = async (): Promise<LoadedSegment> => {
+    const segments = await Promise.all(keys.map(segment));
     const series = mergeIndexed(
       segments.map((s) => s.series),
       ...ALL_TIME,
     );
     const labels = series.map((s) => parts.labels.tryOf(s.labels, "merged segments")!);
-    let chunks = 0;
-    for (const s of series) chunks += s.chunks.length;
-    // What the merge holds of its own: a series object and a slot per chunk (the chunks
-    // are the segments').
-    return { series, labels, bytes: 128 * series.length + 8 * chunks };
+    let bytes = 0;
+    for (const s of segments) bytes += s.bytes;
+    return { series, labels, bytes };
   };
   return (await parts.segments.get(`${tenant}\0${keys.join("\0")}`, merge)).value;
 }
