@@ -15,7 +15,7 @@ const file = files.write;
 describe("loadSieveConfig", () => {
   it("works with nothing: sieve all on 3100 with a WAL and a filesystem store under ./data", () => {
     const config = loadSieveConfig({ env: {} });
-    expect(config.server).toEqual({ host: "0.0.0.0", port: 3100 });
+    expect(config.server).toEqual({ host: "0.0.0.0", port: 3100, workerInitialOldSpaceMb: 256 });
     expect(config.dataDir).toBe(resolve("data"));
     expect(config.storage.backend).toBe("filesystem");
     expect(config.storage.dir).toBe(resolve("data", "store"));
@@ -131,6 +131,12 @@ describe("loadSieveConfig", () => {
         sources: () => ({ env: { SIEVE_PORT: "70000" } }),
         code: "out_of_range",
         key: "SIEVE_PORT",
+      },
+      {
+        name: "a worker's initial old space below 0",
+        sources: () => ({ env: { SIEVE_SERVER_WORKER_INITIAL_OLD_SPACE_MB: "-1" } }),
+        code: "out_of_range",
+        key: "SIEVE_SERVER_WORKER_INITIAL_OLD_SPACE_MB",
       },
       {
         name: "a port that is not a number",

@@ -33,6 +33,11 @@ export interface SieveConfig {
      * them on its internal gRPC port; the cluster configs set this.
      */
     readonly internalPort: number | undefined;
+    /**
+     * V8's `--initial-old-space-size` for the process's worker threads (ingest, decode and
+     * query workers), MiB; 0 leaves V8's own. See main.ts.
+     */
+    readonly workerInitialOldSpaceMb: number;
   };
   /** Root of everything local: the write-ahead log and the filesystem store default under it. */
   readonly dataDir: string;
@@ -136,13 +141,20 @@ const ROOT = defineSchema({
 
 const SERVER = defineSchema({
   section: "server",
-  defaults: { host: "0.0.0.0", port: 3100, internalPort: null as number | null },
-  ranges: { port: [0, 65535], internalPort: [0, 65535] },
+  defaults: {
+    host: "0.0.0.0",
+    port: 3100,
+    internalPort: null as number | null,
+    workerInitialOldSpaceMb: 256,
+  },
+  ranges: { port: [0, 65535], internalPort: [0, 65535], workerInitialOldSpaceMb: [0, 65536] },
   envAliases: { host: "SIEVE_HOST", port: "SIEVE_PORT", internalPort: "SIEVE_INTERNAL_PORT" },
   docs: {
     host: "address to listen on (`--host`)",
     port: "HTTP port of every route of the process (`--port`)",
     internalPort: "internal APIs' port (`/flush`, ingester, gateway); unset: `server.port`",
+    workerInitialOldSpaceMb:
+      "V8 old space each worker thread starts with, MiB (`--initial-old-space-size`): no full collection until a worker's heap holds that much; 0: V8's own",
   },
 });
 

@@ -4,6 +4,7 @@
  * process on port 3100, with a write-ahead log and a filesystem store under `./data`.
  */
 import { parseArgs } from "node:util";
+import { setFlagsFromString } from "node:v8";
 import { pino, type Logger } from "pino";
 import { SIEVE_OPTIONS, loadSieveConfig } from "./config.js";
 import { experimentCommand } from "./experiment/command.js";
@@ -76,6 +77,16 @@ async function main(argv: readonly string[]): Promise<number> {
       },
     });
     logger = pino({ level: config.logLevel, base: { target } });
+    // Read by V8 as each isolate is made, so it reaches the worker threads started below,
+    // not this thread. With V8's own start a worker's old space is a few MiB, and it grows
+    // by full collections: an ingest worker filling its heads collected again and again
+    // (pushes 12% slower on bench:peers), a query worker loading its index and blooms and
+    // caching its first chunks paused its first queries for them. A worker's heap cap
+    // (`workerHeapMb`, `decodeWorkerHeapMb`) still holds.
+    const { workerInitialOldSpaceMb } = config.server;
+    if (workerInitialOldSpaceMb > 0) {
+      setFlagsFromString(`--initial-old-space-size=${workerInitialOldSpaceMb}`);
+    }
     running = await start(target, { config, logger });
   } catch (error) {
     // Configuration and start-up errors are the user's to fix: say what, not a stack.
