@@ -183,7 +183,7 @@ const SCHEMA = defineSchema({
     chunkCacheBytes:
       "byte budget of the LRU of fetched chunks (each with its decompressed symbol table), shared by every query",
     segmentCacheBytes:
-      "byte budget of the LRU of decoded index segments (by their encoded size) and of the merges of several (by what they add)",
+      "byte budget of the LRU of decoded index segments (by their encoded size) and of the merges of several (each weighed as the segments it holds)",
     queryReadyDays:
       "days of index each query worker loads before it takes queries (the segments of the last N × 24 h), with their bloom blocks up to half its bloom cache (`query_ready_num_days`); 0 = read at first use",
     workers: "worker threads running queries, one query each; 0: on the main thread",

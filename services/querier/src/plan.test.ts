@@ -103,8 +103,9 @@ describe("readSeries over several segments", () => {
 
   beforeAll(async () => {
     ({ store, close } = await tempStore());
-    // Six flushes over one day: streams in several of them, overlapping in time, and one
-    // flush written twice (once without blooms), so that a chunk is listed twice.
+    // Six flushes from an hour before midnight into the next day: streams in several of
+    // them, overlapping in time, and one flush written twice (once without blooms), so
+    // that a chunk is listed twice.
     const apps = ["api", "web", "db"];
     const envs = ["prod", "dev"];
     for (let f = 0; f < 6; f++) {
