@@ -110,22 +110,31 @@ describe("OTLP protobuf", () => {
     expect(() => decodeOtlpLogsProtobuf(bytes, 5)).toThrow(
       expect.objectContaining({ code: "too_many_messages" }) as Error,
     );
-    let deep: OtlpValue = { kind: "string", value: "x" };
-    for (let i = 0; i < MAX_OTLP_VALUE_DEPTH + 5; i++) deep = { kind: "array", values: [deep] };
-    const nested = encodeOtlpLogsProtobuf({
-      resourceLogs: [
-        {
-          resource: { attributes: [], droppedAttributesCount: 0 },
-          scopeLogs: [
-            {
-              scope: { name: "", version: "", attributes: [], droppedAttributesCount: 0 },
-              logRecords: [record({ body: deep })],
-            },
-          ],
-        },
-      ],
+    // In arrays (two messages a level), and in maps (three: past the 100 nested messages
+    // protobufjs encodes by default).
+    const inArray = (v: OtlpValue): OtlpValue => ({ kind: "array", values: [v] });
+    const inMap = (v: OtlpValue): OtlpValue => ({
+      kind: "kvlist",
+      values: [{ key: "k", value: v }],
     });
-    expect(() => decodeOtlpLogsProtobuf(nested, 10_000)).toThrow(/nested deeper/);
+    for (const wrap of [inArray, inMap]) {
+      let deep: OtlpValue = { kind: "string", value: "x" };
+      for (let i = 0; i < MAX_OTLP_VALUE_DEPTH + 5; i++) deep = wrap(deep);
+      const nested = encodeOtlpLogsProtobuf({
+        resourceLogs: [
+          {
+            resource: { attributes: [], droppedAttributesCount: 0 },
+            scopeLogs: [
+              {
+                scope: { name: "", version: "", attributes: [], droppedAttributesCount: 0 },
+                logRecords: [record({ body: deep })],
+              },
+            ],
+          },
+        ],
+      });
+      expect(() => decodeOtlpLogsProtobuf(nested, 10_000)).toThrow(/nested deeper/);
+    }
   });
 
   test("responses: empty for a full success, partial_success otherwise, both encodings", () => {

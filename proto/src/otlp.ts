@@ -354,9 +354,21 @@ function requestTree(logs: OtlpLogs, leaves: Leaves): object {
   };
 }
 
-/** Encodes a request as protobuf: what tests and benchmarks send. */
+/**
+ * Encodes a request as protobuf: what tests and benchmarks send, nested as deep as asked.
+ * protobufjs refuses to encode past `util.recursionLimit` (100) nested messages, and a
+ * value nested in maps takes three a level: the fuzzers' values nested past
+ * {@link MAX_OTLP_VALUE_DEPTH} on purpose went past it. Its decoder keeps its own limit.
+ */
 export function encodeOtlpLogsProtobuf(logs: OtlpLogs): Uint8Array {
-  return RequestType.encode(requestTree(logs, WIRE)).finish();
+  const { util } = protobuf;
+  const limit = util.recursionLimit;
+  util.recursionLimit = Number.POSITIVE_INFINITY;
+  try {
+    return RequestType.encode(requestTree(logs, WIRE)).finish();
+  } finally {
+    util.recursionLimit = limit;
+  }
 }
 
 /** Encodes a request as OTLP/JSON (hex ids, lowerCamelCase): what tests and fuzzers send. */
