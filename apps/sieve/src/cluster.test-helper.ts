@@ -270,6 +270,19 @@ function fileTail(file: string, lines: number): string {
   }
 }
 
+/** The first port of Linux's ephemeral range (its default where it cannot be read). */
+function ephemeralLow(): number {
+  try {
+    const low = Number(
+      readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0],
+    );
+    if (Number.isInteger(low) && low > 21_000) return low;
+  } catch {
+    // Not Linux, or no /proc: the default below.
+  }
+  return 32_768;
+}
+
 /** Whether nothing listens on 127.0.0.1:port. */
 function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -304,11 +317,14 @@ export class NativeCluster {
   /**
    * The first of `count` consecutive free ports, from a random start: the cluster takes
    * the entry port and the 8 after it, none of which the suite's servers use (they take
-   * kernel-chosen ports).
+   * kernel-chosen ports). Below the kernel's ephemeral range: a block inside it was free
+   * when checked and then taken, seconds later, as the source port of some connection
+   * (`cluster: querier-2: 127.0.0.1:47658 is in use`).
    */
   static async freePorts(count = 9): Promise<number> {
+    const below = ephemeralLow() - count;
     for (let attempt = 0; attempt < 50; attempt++) {
-      const base = 20_000 + Math.floor(Math.random() * 3000) * 10;
+      const base = 20_000 + Math.floor((Math.random() * (below - 20_000)) / 10) * 10;
       const free = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
       if (free.every(Boolean)) return base;
     }
