@@ -13,7 +13,8 @@
 import { ChunkReader, type ChunkRef, type Entry } from "@sieve/chunk";
 import { chunkFilters, type BloomTest, type ChunkFilters } from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
-import { storeError, type PlannedChunk } from "./plan.js";
+import { storeError } from "./index-read.js";
+import type { PlannedChunk } from "./plan.js";
 import type { QueryStats } from "./stats.js";
 
 /** The first read of a chunk's tail of a series not read yet, at most, bytes. */

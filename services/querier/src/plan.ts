@@ -1,37 +1,25 @@
 /**
- * The plan of a query: index (segments cached) → series matching the selectors → chunk
- * refs in range → pruned by the bloom gateway when the query has a bloom test.
- *
- * It fails soft: a segment that cannot be decoded, or a series whose labels do not parse,
- * is left out (logged and counted by the {@link ReadReport}) and the rest answers; a
- * bloom gateway that fails keeps every ref (invariant 1), logged and counted by reason. A
- * store that is down or does not answer by its deadline fails the query at once with 503.
+ * The plan of a query: the series and chunk refs in range the selectors match (read from
+ * the index by index-read.ts) → pruned by the bloom gateway when the query has a bloom
+ * test. A bloom gateway that fails keeps every ref (invariant 1), logged and counted by
+ * reason.
  */
 import {
-  IndexError,
   MISSING_REASONS,
-  decodeSegment,
-  listSegments,
-  indexSegment,
-  mergeIndexed,
-  type IndexSegment,
   type IndexedChunk,
   type IndexedSeries,
   type MissingReason,
   type SegmentChunk,
 } from "@sieve/index";
-import { matchesLabels, withoutLineTests, type BloomTest, type Matcher } from "@sieve/logql";
-import { STORAGE_ERRORS, isNotFound, isStoreFailure } from "@sieve/storage";
+import { withoutLineTests, type BloomTest, type Matcher } from "@sieve/logql";
 import { testedPart } from "./audit.js";
-import type { LoadedSegment, QuerierParts, QueryContext } from "./context.js";
+import type { QuerierParts, QueryContext } from "./context.js";
 import { KEEP_ALL_FILTER } from "./deps.js";
 import type { ChunkVerdict, FilterResponse, FilterSeries } from "@sieve/proto";
 import { QueryError, maxChunks } from "./errors.js";
 import type { ChunkOutcome, NoBloomDetail } from "./explain.js";
+import { readSeries } from "./index-read.js";
 import type { ReadReport } from "./labels.js";
-
-/** Listings of the index one query may retry when listed segments are gone (compacted). */
-const MAX_RELISTS = 5;
 
 /** A chunk the plan will read, with its series. */
 export interface PlannedChunk {
@@ -56,281 +44,6 @@ function lined(c: IndexedChunk): boolean {
 
 function chunkId(fp: bigint, c: { from: bigint; through: bigint; checksum: number }): string {
   return `${fp}:${c.from}:${c.through}:${c.checksum}`;
-}
-
-/**
- * `error` as a query answers it: a store failure (down, frozen past its deadline, erroring)
- * is a 503 `store_unavailable` naming the store; anything else is unchanged.
- */
-export function storeError(error: unknown): unknown {
-  if (!isStoreFailure(error)) return error;
-  const prefix = `${STORAGE_ERRORS.backend}: `;
-  const detail = error.message.startsWith(prefix)
-    ? error.message.slice(prefix.length)
-    : error.message;
-  const answer = new QueryError("store_unavailable", `object store unavailable: ${detail}`);
-  answer.cause = error;
-  return answer;
-}
-
-/** A listed segment that was deleted before it was read (compacted away since the listing). */
-class SegmentGone extends Error {}
-
-/**
- * The segment at `key`, without the series whose labels do not parse; empty when it
- * cannot be decoded. Each left-out part is reported; store failures are thrown as
- * {@link storeError}; a segment gone since the listing throws {@link SegmentGone} (not
- * cached: the caller lists the day again). A damaged segment stays damaged, so its empty
- * stand-in is cached like any segment and it is read once.
- */
-async function loadSegment(
-  parts: QuerierParts,
-  tenant: string,
-  key: string,
-): Promise<LoadedSegment> {
-  let bytes: Uint8Array;
-  try {
-    bytes = await parts.store.get(key);
-  } catch (error) {
-    if (!isNotFound(error)) throw storeError(error);
-    throw new SegmentGone(key);
-  }
-  let segment: IndexSegment;
-  try {
-    segment = decodeSegment(bytes);
-    if (segment.tenant !== tenant) {
-      throw new IndexError("corrupt", `a segment of tenant ${JSON.stringify(segment.tenant)}`);
-    }
-  } catch (error) {
-    if (!(error instanceof IndexError)) throw error;
-    parts.labels.report.unreadableSegment(key, error);
-    return { series: [], labels: [], bytes: bytes.byteLength };
-  }
-  const where = `segment ${key}`;
-  const series: IndexedSeries[] = [];
-  const labels: Readonly<Record<string, string>>[] = [];
-  for (const s of indexSegment(tenant, segment)) {
-    const parsed = parts.labels.tryOf(s.labels, where);
-    if (parsed === undefined) continue;
-    series.push(s);
-    labels.push(parsed);
-  }
-  return { series, labels, bytes: bytes.byteLength };
-}
-
-/**
- * The segment at `key` from the cache, read and decoded once (see {@link loadSegment});
- * undefined when it was deleted since it was listed.
- */
-export async function cachedSegment(
-  parts: QuerierParts,
-  tenant: string,
-  key: string,
-): Promise<LoadedSegment | undefined> {
-  try {
-    return (await parts.segments.get(key, () => loadSegment(parts, tenant, key))).value;
-  } catch (error) {
-    if (error instanceof SegmentGone) return undefined;
-    throw error;
-  }
-}
-
-/**
- * The keys of the tenant's segments of the days [from, through] touches, through the
- * querier's listings cache (listings.ts); `signal` cancels the store's listing.
- */
-export function listedSegments(
-  parts: QuerierParts,
-  tenant: string,
-  from: bigint,
-  through: bigint,
-  signal?: AbortSignal,
-): Promise<string[]> {
-  const store = {
-    list: (prefix: string) =>
-      parts.listings.list(prefix, () => parts.store.list(prefix, { signal })),
-    get: (key: string) => parts.store.get(key, { signal }),
-  };
-  return listSegments(store, tenant, from, through);
-}
-
-/** The series positions of `segment` by label name and value, made once. */
-function postingsOf(segment: LoadedSegment): Map<string, Map<string, number[]>> {
-  if (segment.postings !== undefined) return segment.postings;
-  const postings = new Map<string, Map<string, number[]>>();
-  segment.labels.forEach((labels, i) => {
-    for (const [name, value] of Object.entries(labels)) {
-      let values = postings.get(name);
-      if (values === undefined) postings.set(name, (values = new Map<string, number[]>()));
-      const list = values.get(value);
-      if (list === undefined) values.set(value, [i]);
-      else list.push(i);
-    }
-  });
-  return (segment.postings = postings);
-}
-
-const NO_POSITIONS: readonly number[] = [];
-
-/**
- * The positions of the series of `segment` some selector may match: for each selector the
- * shortest list of its `name="value"` matchers (a label equal to a non-empty value), in
- * order; undefined when a selector has none (every series must be tested).
- */
-function candidates(
-  segment: LoadedSegment,
-  selectors: readonly (readonly Matcher[])[],
-): readonly number[] | undefined {
-  const lists: (readonly number[])[] = [];
-  for (const matchers of selectors) {
-    let shortest: readonly number[] | undefined;
-    for (const m of matchers) {
-      if (m.op !== "=" || m.value === "") continue;
-      const list = postingsOf(segment).get(m.name)?.get(m.value) ?? NO_POSITIONS;
-      if (shortest === undefined || list.length < shortest.length) shortest = list;
-    }
-    if (shortest === undefined) return undefined;
-    lists.push(shortest);
-  }
-  if (lists.length === 1) return lists[0];
-  return [...new Set(lists.flat())].sort((a, b) => a - b);
-}
-
-/**
- * The series of `segment` some of `selectors` matches, in segment order: tested from the
- * series an equality matcher names when each selector has one, else every series.
- */
-export function seriesMatching(
-  segment: LoadedSegment,
-  selectors: readonly (readonly Matcher[])[],
-): readonly IndexedSeries[] {
-  const { series, labels } = segment;
-  // Loops, not a closure a series: a needle over 25 segments tested 2,500 series.
-  const out: IndexedSeries[] = [];
-  const wanted = (i: number): void => {
-    for (const matchers of selectors) {
-      if (matchesLabels(matchers, labels[i]!)) {
-        out.push(series[i]!);
-        return;
-      }
-    }
-  };
-  const some = candidates(segment, selectors);
-  if (some === undefined) for (let i = 0; i < series.length; i++) wanted(i);
-  else for (const i of some) wanted(i);
-  return out;
-}
-
-/**
- * The tenant's series and chunks over [from, through] (inclusive), from cached segments
- * and their cached merge: every series has labels that parse (see {@link loadSegment});
- * only those some of `selectors` matches when given, from the series an equality matcher
- * names when each selector has one.
- */
-export async function readSeries(
-  parts: QuerierParts,
-  tenant: string,
-  from: bigint,
-  through: bigint,
-  ctx: QueryContext,
-  selectors?: readonly (readonly Matcher[])[],
-): Promise<IndexedSeries[]> {
-  return ctx.stats.time("index", async () => {
-    const list = async (): Promise<string[]> => {
-      try {
-        // The listing is this query's own (not a shared cache load): its deadline cancels it.
-        return await ctx.race(listedSegments(parts, tenant, from, through, ctx.signal));
-      } catch (error) {
-        if (error instanceof IndexError && error.code === "invalid_argument") {
-          throw new QueryError("bad_request", error.message);
-        }
-        throw storeError(error);
-      }
-    };
-    // A segment deleted between the listing and its read was merged away by the compactor,
-    // which writes the merged segment before deleting: listed again, the day shows it.
-    let keys = await list();
-    for (let attempt = 0; ; attempt++) {
-      let view: LoadedSegment;
-      try {
-        view = await ctx.race(indexView(parts, tenant, keys));
-      } catch (error) {
-        if (!(error instanceof SegmentGone)) throw error;
-        if (attempt === MAX_RELISTS) {
-          throw new QueryError("store_unavailable", "index segments kept disappearing: retry");
-        }
-        keys = await list();
-        continue;
-      }
-      ctx.stats.segmentsRead += keys.length;
-      const chosen = selectors === undefined ? view.series : seriesMatching(view, selectors);
-      return withoutExpired(parts, tenant, mergeIndexed([chosen], from, through));
-    }
-  });
-}
-
-const ALL_TIME: readonly [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
-
-/**
- * The segments at `keys` as one: a lone segment itself, several merged (every series
- * once, over all time), each from the segment cache. The merge is cached beside them,
- * under the keys joined (segments never change, so the same keys name the same merge), and
- * weighs what it holds, its segments' objects too: once made, its segments are not read
- * again and leave the cache in their turn. A query over a day of uncompacted flushes
- * merges dozens of segments, and every query over that day merged them again: on
- * bench:query's 25 it was a sixth of a needle's CPU. Throws {@link SegmentGone}.
- */
-async function indexView(
-  parts: QuerierParts,
-  tenant: string,
-  keys: readonly string[],
-): Promise<LoadedSegment> {
-  const segment = async (key: string): Promise<LoadedSegment> => {
-    const value = await cachedSegment(parts, tenant, key);
-    if (value === undefined) throw new SegmentGone(key);
-    return value;
-  };
-  if (keys.length === 0) return { series: [], labels: [], bytes: 0 };
-  if (keys.length === 1) return segment(keys[0]!);
-  const merge = async (): Promise<LoadedSegment> => {
-    const segments = await Promise.all(keys.map(segment));
-    const series = mergeIndexed(
-      segments.map((s) => s.series),
-      ...ALL_TIME,
-    );
-    const labels = series.map((s) => parts.labels.tryOf(s.labels, "merged segments")!);
-    let bytes = 0;
-    for (const s of segments) bytes += s.bytes;
-    return { series, labels, bytes };
-  };
-  return (await parts.segments.get(`${tenant}\0${keys.join("\0")}`, merge)).value;
-}
-
-/**
- * `series` without the chunks whose last line has passed its stream's retention (and
- * without the series left with none): what the index will hold once the compactor has
- * run, so that series, labels, stats and volume answer the same before and after.
- */
-function withoutExpired(
-  parts: QuerierParts,
-  tenant: string,
-  series: IndexedSeries[],
-): IndexedSeries[] {
-  const retention = parts.retention.of(tenant);
-  if (!retention.expires) return series;
-  const nowMs = Date.now();
-  const out: IndexedSeries[] = [];
-  for (const s of series) {
-    const labels = parts.labels.tryOf(s.labels, "store");
-    const cutoff = labels === undefined ? undefined : retention.cutoffNs(labels, nowMs);
-    if (cutoff === undefined) {
-      out.push(s);
-      continue;
-    }
-    const chunks = s.chunks.filter((c) => c.ref.through >= cutoff);
-    if (chunks.length > 0) out.push(chunks.length === s.chunks.length ? s : { ...s, chunks });
-  }
-  return out;
 }
 
 /**

@@ -4,7 +4,7 @@
  */
 import { matchesLabels, type Matcher } from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
-import { readSeries } from "./plan.js";
+import { readSeries } from "./index-read.js";
 
 /** What `/index/stats` answers (Loki's shape). */
 export interface IndexStats {

@@ -30,7 +30,7 @@ import {
   type Form,
 } from "./params.js";
 import { parseSelector } from "./parse.js";
-import { readSeries } from "./plan.js";
+import { readSeries } from "./index-read.js";
 import type { QueryLimits } from "./config.js";
 import type { Querier } from "./querier.js";
 import type { QueryStats } from "./stats.js";

@@ -15,7 +15,7 @@ import type { IndexedChunk } from "@sieve/index";
 import type { QuerierParts } from "./context.js";
 import { cachedChunk } from "./fetch.js";
 import type { QueryAnswer, QueryTask } from "./handler.js";
-import { cachedSegment, listedSegments } from "./plan.js";
+import { cachedSegment, listedSegments } from "./index-read.js";
 
 const DAY_NS = 86_400_000_000_000n;
 

@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG, DEFAULT_QUERY_LIMITS } from "./config.js";
 import { QueryContext, type LoadedSegment, type QuerierParts } from "./context.js";
-import { cachedSegment, listedSegments, readSeries, seriesMatching } from "./plan.js";
+import { cachedSegment, listedSegments, readSeries, seriesMatching } from "./index-read.js";
 import { Querier } from "./querier.js";
 import { tempStore, writeFlush, type TestStream } from "./testdata.test-helper.js";
 import type { FsObjectStore } from "@sieve/storage";
