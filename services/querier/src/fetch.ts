@@ -25,6 +25,11 @@ const TAIL_HISTORY = 32;
 const MAX_TAIL_TENANTS = 4096;
 const MAX_TAIL_SERIES = 65_536;
 
+/** `share` of a chunk of `size` bytes, plus 5% and 1 KiB: tails vary a little. */
+function withMargin(size: number, share: number): number {
+  return Math.ceil(size * share * 1.05) + 1024;
+}
+
 /** What {@link TailSizes} remembers of a tenant. */
 interface TenantTails {
   /** The shares of its last tails, and the largest of them. */
@@ -56,8 +61,8 @@ export class TailSizes {
     const seen = this.tenants.get(tenant);
     if (seen === undefined || !(size > 0)) return FIRST_TAIL_BYTES;
     const own = seen.series.get(fingerprint);
-    if (own !== undefined) return Math.min(size, Math.ceil(size * own * 1.05) + 1024);
-    return Math.min(size, FIRST_TAIL_BYTES, Math.ceil(size * seen.max * 1.05) + 1024);
+    if (own !== undefined) return Math.min(size, withMargin(size, own));
+    return Math.min(size, FIRST_TAIL_BYTES, withMargin(size, seen.max));
   }
 
   /** Remembers that a chunk of `size` bytes of that series had a tail of `tail` bytes. */
