@@ -8,6 +8,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { context } from "@opentelemetry/api";
+import { ExportResultCode } from "@opentelemetry/core";
 import { SeverityNumber } from "@opentelemetry/api-logs";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { OTLPLogExporter as JsonExporter } from "@opentelemetry/exporter-logs-otlp-http";
@@ -33,6 +34,29 @@ const window = () => ({
 /** Each span's trace id, span id and the lines logged inside it, per service. */
 const spans = new Map<string, { traceId: string; spanId: string; lines: string[] }[]>();
 
+/**
+ * Each export that did not succeed: the SDK logs and drops such a batch, so without this a
+ * refused push would show only as lines missing later.
+ */
+const failedExports: string[] = [];
+
+/** `exporter`, with each export that fails (after the SDK's own retries) noted in `failedExports`. */
+function noting(exporter: LogRecordExporter): LogRecordExporter {
+  return {
+    export(logs, done) {
+      const started = Date.now();
+      exporter.export(logs, (result) => {
+        if (result.code !== ExportResultCode.SUCCESS) {
+          failedExports.push(`${logs.length} records, ${Date.now() - started} ms: ${result.error}`);
+        }
+        done(result);
+      });
+    },
+    shutdown: () => exporter.shutdown(),
+    forceFlush: () => exporter.forceFlush(),
+  };
+}
+
 /** Logs `count` spans of `perSpan` lines as `service`, through `exporter`, then flushes the SDK. */
 async function emit(
   service: string,
@@ -48,7 +72,10 @@ async function emit(
     }),
     // Small batches: each export is one push, so the stream is cut into many chunks.
     processors: [
-      new BatchLogRecordProcessor(exporter, { maxExportBatchSize: 100, maxQueueSize: 10_000 }),
+      new BatchLogRecordProcessor(noting(exporter), {
+        maxExportBatchSize: 100,
+        maxQueueSize: 10_000,
+      }),
     ],
   });
   const logger = provider.getLogger("checkout-lib", "1.4.0");
@@ -111,6 +138,7 @@ beforeAll(async () => {
   const url = `${sieve.url}/otlp/v1/logs`;
   await emit("checkout", new ProtoExporter({ url }), SPANS, LOGS_PER_SPAN);
   await emit("billing", new JsonExporter({ url }), 3, 5);
+  expect(failedExports).toEqual([]);
   const total = SPANS * LOGS_PER_SPAN + 15;
   await waitFor(
     async () => {
@@ -119,7 +147,8 @@ beforeAll(async () => {
         query: '{service_namespace="shop"}',
         ...window(),
       })) as { entries: number };
-      return stats.entries === total ? stats : undefined;
+      if (stats.entries !== total) throw new Error(`${stats.entries} entries, not ${total}`);
+      return stats;
     },
     "every OTLP record to be flushed",
     60_000,
