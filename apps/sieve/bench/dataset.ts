@@ -30,8 +30,11 @@ import { FsObjectStore } from "@sieve/storage";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 
-/** Bumped whenever the generator's output changes, so an old cache is not reused. */
-const GENERATOR_VERSION = 1;
+/**
+ * Bumped whenever the generator's output changes, its lines or how Sieve stores them, so an
+ * old cache is not reused (2: blooms key chunk tokens by checksum).
+ */
+const GENERATOR_VERSION = 2;
 
 /** What the dataset is made of; every field goes into the cache key. */
 export interface DatasetParams {

@@ -108,6 +108,16 @@ export function hashKey(key: Key): void {
   split64[0] = raw.xxh64(KEYS_AT, length, 0n);
 }
 
+/** murmur3's 32-bit finaliser (fmix32): every input bit affects every output bit. */
+export function mix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
 /** xxhash64 of `key` as an unsigned 64-bit BigInt: the reference XXH64 function. */
 export function xxhash64(key: Key, seed = 0n): bigint {
   return typeof key === "string" ? api.h64(key, seed) : api.h64Raw(key, seed);

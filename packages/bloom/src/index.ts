@@ -26,5 +26,5 @@ export type { AnyFilter } from "./format.js";
 export { BloomError, BLOOM_ERRORS } from "./errors.js";
 export type { BloomErrorCode } from "./errors.js";
 // hashKey and lastHash: hash a key once, then hand its halves to several filters (`*Hashed`).
-export { xxhash64, hashKey, lastHash } from "./hash.js";
+export { xxhash64, hashKey, lastHash, mix32 } from "./hash.js";
 export type { Key } from "./hash.js";

@@ -1,5 +1,5 @@
 import { BloomError } from "./errors.js";
-import { hashKey, lastHash, type Key } from "./hash.js";
+import { hashKey, lastHash, mix32, type Key } from "./hash.js";
 
 /** Parameters that fully describe a ribbon filter's shape. */
 export interface RibbonShape {
@@ -278,7 +278,7 @@ function solve(
     const rh = rowHi[i]!;
     if (rl === 0 && rh === 0) {
       // A free slot: any value solves; a mixed one keeps lookups of absent keys uniform.
-      z[i] = mix(i ^ seed ^ 0x2545f491) & mask;
+      z[i] = mix32(i ^ seed ^ 0x2545f491) & mask;
       continue;
     }
     let acc = rhs[i]!;
@@ -299,32 +299,22 @@ function solve(
   return z;
 }
 
-/** murmur3's 32-bit finaliser: every input bit affects every output bit. */
-function mix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
 /** The key's start slot in [0, span): a multiply-shift of its mixed low half. */
 function startOf(lo: number, seed: number, span: number): number {
-  return Math.floor((mix(lo ^ seed) * span) / 4294967296);
+  return Math.floor((mix32(lo ^ seed) * span) / 4294967296);
 }
 
 /** Bits 0..31 of the key's row; bit 0 is always set. */
 function rowLow(lo: number, hi: number, seed: number): number {
-  return mix(hi ^ Math.imul(seed, 0x9e3779b9)) | 1;
+  return mix32(hi ^ Math.imul(seed, 0x9e3779b9)) | 1;
 }
 
 /** Bits 32..63 of the key's row. */
 function rowHigh(lo: number, hi: number, seed: number): number {
-  return mix(hi ^ lo ^ 0x7f4a7c15 ^ seed) | 0;
+  return mix32(hi ^ lo ^ 0x7f4a7c15 ^ seed) | 0;
 }
 
 /** The key's fingerprint, before masking to r bits. */
 function fingerprintOf(lo: number, hi: number, seed: number): number {
-  return mix((lo + Math.imul(hi, 0x27d4eb2f) + seed) | 0);
+  return mix32((lo + Math.imul(hi, 0x27d4eb2f) + seed) | 0);
 }

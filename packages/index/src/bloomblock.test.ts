@@ -31,7 +31,12 @@ function seriesInput(fingerprint: bigint, values: readonly string[], chunks = 1)
   });
   const bloom = builder.finish()!;
   if (bloom.status !== "ok") throw new Error("expected a bloom");
-  return { fingerprint, filter: bloom.filter, chunks: bloom.chunks };
+  return {
+    fingerprint,
+    filter: bloom.filter,
+    chunks: bloom.chunks,
+    metadataTokens: bloom.metadataTokens,
+  };
 }
 
 const small = [
@@ -59,9 +64,9 @@ describe("bloom blocks", () => {
       true,
     ]);
     // Series 42's bloom covers 3 chunks, all prefixed: asked chunk by chunk.
-    const b42 = { filter: decoded.records[2]!.filter, chunks: decoded.entries[2]!.chunks };
+    const b42 = { ...decoded.records[2]!, chunks: decoded.entries[2]!.chunks };
     for (let i = 0; i < 500; i++) expect(bloomMayContain(b42, "trace_id", `v${i}`)).toBe(true);
-    const b3 = { filter: decoded.records[0]!.filter, chunks: decoded.entries[0]!.chunks };
+    const b3 = { ...decoded.records[0]!, chunks: decoded.entries[0]!.chunks };
     expect(bloomMayContain(b3, "trace_id", "b")).toBe(true);
     expect(decoded.records.map((r) => r.ngrams)).toEqual([
       undefined,
@@ -85,7 +90,7 @@ describe("bloom blocks", () => {
     ]);
     const at = entries[1]!;
     const record = bytes.subarray(at.offset, at.offset + at.length);
-    expect(Array.from(record.subarray(record.length - 8, record.length - 4))).toEqual([4, 1, 0, 0]);
+    expect(Array.from(record.subarray(record.length - 8, record.length - 4))).toEqual([4, 1, 4, 0]);
     expect(() => encodeBloomBlock([{ ...small[0]!, ngrams: { length: 0, skip: 0 } }])).toThrow(
       IndexError,
     );
@@ -103,7 +108,7 @@ describe("bloom blocks", () => {
     ];
     const { bytes, entries } = encodeBloomBlock(inputs);
     expect(decodeBloomBlock(bytes).records.map((r) => r.metadataTokens)).toEqual([
-      { keys: true, values: true },
+      { keys: true, values: true, checksumKeys: true },
       { keys: false, values: true },
       { keys: false, values: false },
     ]);
@@ -113,7 +118,7 @@ describe("bloom blocks", () => {
     // A flag nobody defined, with its checksum fixed up: refused, not read as "all tokens".
     const bad = Uint8Array.from(record);
     const settings = bad.subarray(bad.length - 8, bad.length - 4);
-    settings[2] = 4;
+    settings[2] = 8;
     new DataView(bad.buffer).setUint32(bad.length - 4, crc32c(settings), true);
     expect(() => decodeBloomRecord(bad, at.fingerprint)).toThrow("reserved record bits");
   });

@@ -8,8 +8,9 @@
  *              u64 fingerprint, u32 filter length, filter (a serialised @sieve/bloom
  *              filter: its own magic, version and CRC-32C), then the line n-grams the
  *              filter holds: u8 length (0: none), u8 skip, u8 metadata token flags (bit 0:
- *              no `name` tokens, bit 1: no `name=value` tokens; 0 before the choice
- *              existed), u8 zero, u32 CRC-32C of those 4 bytes. Version 1 records end at
+ *              no `name` tokens, bit 1: no `name=value` tokens, bit 2: chunk tokens keyed
+ *              by checksum, tokens.ts; 0 before the choices existed), u8 zero, u32 CRC-32C
+ *              of those 4 bytes. Version 1 records end at
  *              the filter (no n-grams, both token kinds); a record's
  *              length tells the two apart, so one read by range needs no header.
  *   index    u32 series count, then per series, ascending fingerprint:

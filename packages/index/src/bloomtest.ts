@@ -1,10 +1,23 @@
-import type { Key } from "@sieve/bloom";
+import { hashKey, lastHash, type Key } from "@sieve/bloom";
 import type { CoveredChunk } from "./builder.js";
-import { chunkPrefix, prefixToken } from "./tokens.js";
+import {
+  chunkKeyHigh,
+  chunkKeyLow,
+  chunkPrefix,
+  prefixToken,
+  type MetadataTokens,
+} from "./tokens.js";
 
 /** What a test needs of a filter: any `@sieve/bloom` filter fits. */
 export interface TestableFilter {
   test(key: Key): boolean;
+  testHashed(lo: number, hi: number): boolean;
+}
+
+/** What a chunk test needs of a bloom: its filter, and how its chunk tokens are keyed. */
+export interface TestableBloom {
+  readonly filter: TestableFilter;
+  readonly metadataTokens: MetadataTokens;
 }
 
 /**
@@ -34,44 +47,53 @@ export function seriesMayContainName(filter: TestableFilter | undefined, name: s
  * bloom whose chunks are all prefixed by chunk, the others by the series' tokens.
  */
 export function bloomMayContain(
-  bloom: { readonly filter: TestableFilter; readonly chunks: readonly CoveredChunk[] } | undefined,
+  bloom: (TestableBloom & { readonly chunks: readonly CoveredChunk[] }) | undefined,
   name: string,
   value: string,
 ): boolean {
   if (bloom === undefined) return true;
-  const { filter, chunks } = bloom;
+  const { chunks } = bloom;
   if (chunks.length > 0 && chunks.every((c) => c.prefixed)) {
-    return chunks.some((c) => chunkMayContain(filter, c, name, value));
+    return chunks.some((c) => chunkMayContain(bloom, c, name, value));
   }
-  return seriesMayContain(filter, name, value);
+  return seriesMayContain(bloom.filter, name, value);
 }
 
 /**
  * Whether `chunk`, one of the chunks the bloom covers, may hold `name=value`. Chunks
  * without prefixed tokens (the bloom's only chunk, or one whose tokens overflowed) get the
- * series answer; the others are tested with their 20-byte prefix alone (a bloom whose
- * chunks are all prefixed holds nothing else).
+ * series answer; the others are tested with their own keys alone (a bloom whose chunks are
+ * all prefixed holds nothing else).
  */
 export function chunkMayContain(
-  filter: TestableFilter | undefined,
+  bloom: TestableBloom | undefined,
   chunk: CoveredChunk,
   name: string,
   value: string,
 ): boolean {
-  if (filter === undefined || !chunk.prefixed) return seriesMayContain(filter, name, value);
-  const prefix = chunkPrefix(chunk);
-  return (
-    filter.test(prefixToken(prefix, `${name}=${value}`)) && filter.test(prefixToken(prefix, name))
-  );
+  if (bloom === undefined || !chunk.prefixed) return seriesMayContain(bloom?.filter, name, value);
+  return chunkHas(bloom, chunk, `${name}=${value}`) && chunkHas(bloom, chunk, name);
 }
 
-/** Whether `chunk` may hold the n-gram (or any raw token) `token`, prefixed as the builder does. */
+/** Whether `chunk` may hold the n-gram (or any raw token) `token`, keyed as the builder does. */
 export function chunkMayContainToken(
-  filter: TestableFilter | undefined,
+  bloom: TestableBloom | undefined,
   chunk: CoveredChunk,
   token: string,
 ): boolean {
-  if (filter === undefined) return true;
-  if (!chunk.prefixed) return filter.test(token);
-  return filter.test(prefixToken(chunkPrefix(chunk), token));
+  if (bloom === undefined) return true;
+  if (!chunk.prefixed) return bloom.filter.test(token);
+  return chunkHas(bloom, chunk, token);
+}
+
+/** The test of `token` keyed to a prefixed `chunk`, as tokens.ts says for the bloom's flags. */
+function chunkHas(bloom: TestableBloom, chunk: CoveredChunk, token: string): boolean {
+  if (bloom.metadataTokens.checksumKeys !== true) {
+    return bloom.filter.test(prefixToken(chunkPrefix(chunk), token));
+  }
+  hashKey(token);
+  return bloom.filter.testHashed(
+    (lastHash[0]! ^ chunkKeyLow(chunk.checksum)) >>> 0,
+    (lastHash[1]! ^ chunkKeyHigh(chunk.checksum)) >>> 0,
+  );
 }

@@ -11,18 +11,16 @@ import {
 } from "./bloomtest.js";
 import { SeriesBloomBuilder, type CoveredChunk, type SeriesBloom } from "./builder.js";
 import { IndexError } from "./errors.js";
-import {
-  chunkPrefix,
-  lineNgrams,
-  prefixToken,
-  type ChunkIdentity,
-  type MetadataPair,
-} from "./tokens.js";
+import { lineNgrams, type ChunkIdentity, type MetadataPair } from "./tokens.js";
 
-function okFilter(bloom: SeriesBloom | undefined): TestableFilter {
+function okBloom(bloom: SeriesBloom | undefined): Extract<SeriesBloom, { status: "ok" }> {
   if (bloom?.status !== "ok")
     throw new Error(`expected a bloom, got ${JSON.stringify(bloom?.status)}`);
-  return bloom.filter;
+  return bloom;
+}
+
+function okFilter(bloom: SeriesBloom | undefined): TestableFilter {
+  return okBloom(bloom).filter;
 }
 
 const chunk = (i: number): ChunkIdentity => ({
@@ -66,13 +64,12 @@ describe("SeriesBloomBuilder", () => {
           });
           for (const { bloom, entries } of blooms) {
             expect(bloom.chunks).toHaveLength(entries.length);
-            const filter = bloom.status === "ok" ? bloom.filter : undefined;
+            const asked = bloom.status === "ok" ? bloom : undefined;
             entries.forEach((chunkEntries, j) => {
               const covered: CoveredChunk = bloom.chunks[j]!;
               for (const { name, value } of chunkEntries.flat()) {
-                const asked = filter === undefined ? undefined : { filter, chunks: bloom.chunks };
                 expect(bloomMayContain(asked, name, value)).toBe(true);
-                expect(chunkMayContain(filter, covered, name, value)).toBe(true);
+                expect(chunkMayContain(asked, covered, name, value)).toBe(true);
               }
             });
           }
@@ -137,13 +134,13 @@ describe("SeriesBloomBuilder", () => {
     builder.cut(chunk(3));
     const double = builder.finish()!;
     expect(double.chunks.map((c) => c.prefixed)).toEqual([true, true]);
-    const filter = okFilter(double);
+    const bloom = okBloom(double);
     // Each chunk passes for its own value; the other chunk's value is a (likely) miss.
-    expect(chunkMayContain(filter, double.chunks[0]!, "trace_id", "b")).toBe(true);
-    expect(chunkMayContain(filter, double.chunks[1]!, "trace_id", "c")).toBe(true);
-    expect(chunkMayContain(filter, double.chunks[0]!, "trace_id", "c")).toBe(false);
-    expect(chunkMayContain(filter, double.chunks[1]!, "trace_id", "b")).toBe(false);
-    expect(seriesMayContain(filter, "trace_id", "a")).toBe(false);
+    expect(chunkMayContain(bloom, double.chunks[0]!, "trace_id", "b")).toBe(true);
+    expect(chunkMayContain(bloom, double.chunks[1]!, "trace_id", "c")).toBe(true);
+    expect(chunkMayContain(bloom, double.chunks[0]!, "trace_id", "c")).toBe(false);
+    expect(chunkMayContain(bloom, double.chunks[1]!, "trace_id", "b")).toBe(false);
+    expect(seriesMayContain(bloom.filter, "trace_id", "a")).toBe(false);
     expect(builder.finish()).toBeUndefined();
   });
 
@@ -208,16 +205,15 @@ describe("SeriesBloomBuilder", () => {
     builder.cut(chunk(1));
     builder.add([], "POST /login 401");
     builder.cut(chunk(2));
-    const bloom = builder.finish()!;
-    const filter = okFilter(bloom);
+    const bloom = okBloom(builder.finish());
     for (const gram of lineNgrams("GET /api/users 200", ngrams)) {
-      expect(chunkMayContainToken(filter, bloom.chunks[0]!, gram)).toBe(true);
+      expect(chunkMayContainToken(bloom, bloom.chunks[0]!, gram)).toBe(true);
     }
     for (const gram of lineNgrams("POST /login 401", ngrams)) {
-      expect(chunkMayContainToken(filter, bloom.chunks[1]!, gram)).toBe(true);
+      expect(chunkMayContainToken(bloom, bloom.chunks[1]!, gram)).toBe(true);
     }
-    expect(chunkMayContainToken(filter, bloom.chunks[0]!, "logi")).toBe(false);
-    expect(chunkMayContainToken(filter, bloom.chunks[1]!, "/api")).toBe(false);
+    expect(chunkMayContainToken(bloom, bloom.chunks[0]!, "logi")).toBe(false);
+    expect(chunkMayContainToken(bloom, bloom.chunks[1]!, "/api")).toBe(false);
   });
 
   it("keeps the false-positive rate near fp at series and chunk level", () => {
@@ -227,20 +223,20 @@ describe("SeriesBloomBuilder", () => {
       for (let i = 0; i < perChunk; i++) builder.add([{ name: "trace_id", value: `c${c}-${i}` }]);
       builder.cut(chunk(c));
     }
-    const bloom = builder.finish()!;
-    const filter = okFilter(bloom);
+    const bloom = okBloom(builder.finish());
+    const { filter } = bloom;
     const trials = 20_000;
     let series = 0;
     let chunkLevel = 0;
     for (let i = 0; i < trials; i++) {
       if (seriesMayContain(filter, "trace_id", `absent-${i}`)) series++;
       // A value present in chunk 1 tested against chunk 0: only a false positive passes.
-      if (chunkMayContain(filter, bloom.chunks[0]!, "trace_id", `c1-${i % perChunk}-${i}`))
+      if (chunkMayContain(bloom, bloom.chunks[0]!, "trace_id", `c1-${i % perChunk}-${i}`))
         chunkLevel++;
     }
     let crossChunk = 0;
     for (let i = 0; i < perChunk; i++) {
-      if (chunkMayContain(filter, bloom.chunks[0]!, "trace_id", `c1-${i}`)) crossChunk++;
+      if (chunkMayContain(bloom, bloom.chunks[0]!, "trace_id", `c1-${i}`)) crossChunk++;
     }
     // fp 0.01 at the bloom's capacity; allow for sampling noise (σ ≈ 0.0007 at 20,000 trials).
     expect(series / trials).toBeLessThan(0.013);
@@ -304,20 +300,16 @@ describe("SeriesBloomBuilder", () => {
       if (bloom?.status !== "ok") throw new Error("expected a bloom");
       return bloom;
     };
-    // Tokens of the first chunk, prefixed as its chunk test asks when the bloom prefixes it.
+    // Tokens of the first chunk, keyed as its chunk test asks when the bloom keys it.
     const present = (bloom: ReturnType<typeof build>, token: (i: number) => string) =>
       Array.from({ length: 50 }, (_, i) =>
-        bloom.filter.test(
-          bloom.chunks[0]!.prefixed
-            ? prefixToken(chunkPrefix(bloom.chunks[0]!), token(i))
-            : token(i),
-        ),
+        chunkMayContainToken(bloom, bloom.chunks[0]!, token(i)),
       ).filter(Boolean).length;
     const all = build({});
-    expect(all.metadataTokens).toEqual({ keys: true, values: true });
+    expect(all.metadataTokens).toEqual({ keys: true, values: true, checksumKeys: true });
     expect(all.chunks.map((c) => c.prefixed)).toEqual([true, true]);
     const valuesOnly = build({ metadataTokens: { keys: false, values: true }, prefixed: false });
-    expect(valuesOnly.metadataTokens).toEqual({ keys: false, values: true });
+    expect(valuesOnly.metadataTokens).toEqual({ keys: false, values: true, checksumKeys: true });
     expect(valuesOnly.chunks.map((c) => c.prefixed)).toEqual([false, false]);
     expect(present(valuesOnly, (i) => `n${i}=v1-${i}`)).toBe(50);
     expect(present(valuesOnly, (i) => `n${i}`)).toBeLessThan(5); // false positives only

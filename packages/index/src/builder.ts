@@ -1,5 +1,4 @@
 import {
-  hashKey,
   lastHash,
   PartitionedBloomFilter,
   RibbonFilter,
@@ -11,10 +10,10 @@ import { IndexError } from "./errors.js";
 import { TokenSet } from "./tokenset.js";
 import {
   ALL_METADATA_TOKENS,
-  CHUNK_PREFIX_BYTES,
   checkNgramOptions,
+  chunkKeyHigh,
+  chunkKeyLow,
   forEachNgram,
-  writeChunkPrefix,
   type ChunkIdentity,
   type MetadataPair,
   type MetadataTokens,
@@ -31,7 +30,7 @@ export interface SeriesBloomOptions {
   readonly ngrams?: NgramOptions;
   /**
    * Distinct tokens remembered per chunk (100,000). The set is what makes a repeated token
-   * free and what the chunk-prefixed tokens are made from at cut time; a chunk past it loses
+   * free and what the chunk-prefixed tokens are made from at finish; a chunk past it loses
    * its prefixed tokens (its chunk-level test falls back to the series-level one).
    */
   readonly maxChunkTokens?: number;
@@ -45,8 +44,11 @@ export interface SeriesBloomOptions {
    * Loki's blooms are (bigger; kept for experiments that compare them).
    */
   readonly layout?: BloomLayout;
-  /** Which metadata tokens go in (both by default); recorded with the bloom. */
-  readonly metadataTokens?: MetadataTokens;
+  /**
+   * Which metadata tokens go in (both by default); recorded with the bloom, with its chunk
+   * tokens keyed by checksum (tokens.ts).
+   */
+  readonly metadataTokens?: Pick<MetadataTokens, "keys" | "values">;
   /**
    * Whether chunk-prefixed tokens go in (default true) when a bloom covers two chunks or
    * more; without them a chunk's test is its series' test.
@@ -107,7 +109,7 @@ export interface BuilderStats {
   tokens: number;
   /** Tokens hashed into the filter (the rest were already seen in the chunk). */
   hashed: number;
-  /** Chunk-prefixed tokens hashed at finish. */
+  /** Chunk tokens keyed at finish (by checksum: nothing hashed again). */
   prefixed: number;
   /** Tokens hashed again at finish into an exact-size filter. */
   rehashed: number;
@@ -139,8 +141,8 @@ const PAIR_KEY_IDS = 2 ** 26;
  * token set overflowed (its tokens so far are then poured into it, and later ones follow).
  *
  * Chunk-prefixed tokens need the chunk's checksum, known only at cut. They are made from
- * each chunk's stored token bytes at finish, and only when the bloom covers two chunks or
- * more: for a bloom of one chunk they say nothing the unprefixed tokens do not. A bloom
+ * each chunk's stored token hashes at finish, keyed by its checksum (tokens.ts), and only
+ * when the bloom covers two chunks or more: for a bloom of one chunk they say nothing the unprefixed tokens do not. A bloom
  * rebuilt at finish whose chunks are all prefixed holds only the prefixed tokens (the
  * unprefixed ones would double it to say what they already say). docs/formats.md ("Bloom
  * blocks") has the measurements behind these choices.
@@ -168,7 +170,6 @@ export class SeriesBloomBuilder {
   private missing: MissingReason | undefined;
   /** Where a token's bytes are made before they are hashed. */
   private tokenBytes = new Uint8Array(256);
-  private scratch = new Uint8Array(256);
   /**
    * What {@link addInterned} has seen of the open head chunk, by its chunk builder's symbol
    * ids (`symbols` is that builder's table: another table resets it): names whose token is
@@ -188,7 +189,8 @@ export class SeriesBloomBuilder {
     this.maxChunkTokens = options.maxChunkTokens ?? DEFAULT_MAX_CHUNK_TOKENS;
     this.cacheSize = options.cacheSize ?? DEFAULT_CACHE_SIZE;
     this.layout = options.layout ?? "ribbon";
-    this.metadataTokens = options.metadataTokens ?? ALL_METADATA_TOKENS;
+    const { keys, values } = options.metadataTokens ?? ALL_METADATA_TOKENS;
+    this.metadataTokens = { keys, values, checksumKeys: true };
     this.prefixed = options.prefixed ?? true;
     if (!(maxBloomBytes > 0))
       throw new IndexError("invalid_argument", `maxBloomBytes ${maxBloomBytes}`);
@@ -406,10 +408,9 @@ export class SeriesBloomBuilder {
       this.stats.rehashed += union.size;
     } else {
       for (const { chunk, tokens } of cut) {
-        this.forEachPrefixed(chunk, tokens!, (key) => {
-          hashKey(key);
-          lo[n] = lastHash[0]!;
-          hi[n++] = lastHash[1]!;
+        this.forEachChunkKey(chunk, tokens!, (a, b) => {
+          lo[n] = a;
+          hi[n++] = b;
         });
       }
     }
@@ -496,40 +497,35 @@ export class SeriesBloomBuilder {
     this.otherPairs.clear();
   }
 
-  /** Adds prefix(chunk)+token for each token to `filter`. */
+  /** Adds each token of `chunk`, keyed by its checksum, to `filter`. */
   private addPrefixed(
     filter: PartitionedBloomFilter | ScalableBloomFilter,
     chunk: ChunkIdentity,
     tokens: TokenSet,
   ): void {
     let full = false;
-    this.forEachPrefixed(chunk, tokens, (key) => {
+    this.forEachChunkKey(chunk, tokens, (lo, hi) => {
       if (full) return;
       if (filter instanceof PartitionedBloomFilter) {
-        filter.add(key);
-      } else if (!filter.add(key)) {
+        filter.addHashed(lo, hi);
+      } else if (!filter.addHashed(lo, hi)) {
         this.overflow();
         full = true;
       }
     });
   }
 
-  /** Each prefix(chunk)+token, made in one reused buffer (valid only during the call). */
-  private forEachPrefixed(
+  /** Each token of `chunk` keyed by the chunk's checksum (tokens.ts): its stored hash, XORed. */
+  private forEachChunkKey(
     chunk: ChunkIdentity,
     tokens: TokenSet,
-    visit: (key: Uint8Array) => void,
+    visit: (lo: number, hi: number) => void,
   ): void {
-    writeChunkPrefix(chunk, this.scratch);
-    tokens.forEachToken((token) => {
-      if (CHUNK_PREFIX_BYTES + token.length > this.scratch.length) {
-        const grownScratch = new Uint8Array(2 * (CHUNK_PREFIX_BYTES + token.length));
-        grownScratch.set(this.scratch.subarray(0, CHUNK_PREFIX_BYTES));
-        this.scratch = grownScratch;
-      }
-      this.scratch.set(token, CHUNK_PREFIX_BYTES);
-      this.stats.prefixed++;
-      visit(this.scratch.subarray(0, CHUNK_PREFIX_BYTES + token.length));
+    const kl = chunkKeyLow(chunk.checksum);
+    const kh = chunkKeyHigh(chunk.checksum);
+    this.stats.prefixed += tokens.size;
+    tokens.forEachHash((lo, hi) => {
+      visit((lo ^ kl) >>> 0, (hi ^ kh) >>> 0);
     });
   }
 }

@@ -7,6 +7,8 @@
 export {
   ALL_METADATA_TOKENS,
   CHUNK_PREFIX_BYTES,
+  chunkKeyHigh,
+  chunkKeyLow,
   writeChunkPrefix,
   lineNgrams,
   literalNgrams,

@@ -18,7 +18,8 @@
  *                    2 (version 2) in a block with line n-grams: as 1, then u8 n-gram
  *                    length and u8 skip, as the bloom block's record has them;
  *                    3 (version 2) as 2, n-gram length 0 for none, then u8 metadata
- *                    token flags as the record's (not 0: kinds 1 and 2 hold both kinds)
+ *                    token flags, the record's bits 0 and 1 (not 0: kinds 1 and 2 hold
+ *                    both kinds; bit 2, how chunk tokens are keyed, is the record's alone)
  *     u32 chunk count (≥ 1), then per chunk: i64 from, i64 through (ns, from ≤ through),
  *       u32 checksum, u32 size in bytes, u32 entry count, u8 flags (bit 0: the chunk's
  *       prefixed tokens are in the series' bloom; bit 1 (version 3): a u32 follows, the
@@ -230,7 +231,10 @@ export function encodeSegment(segment: IndexSegment): Uint8Array {
     if (s.bloom.kind === "block") {
       const { ngrams } = s.bloom;
       if (ngrams !== undefined) checkNgramOptions(ngrams);
-      const flags = metadataTokenFlags(s.bloom.metadataTokens ?? ALL_METADATA_TOKENS);
+      // The kinds alone: how chunk tokens are keyed is the record's to say (bit 2 here would
+      // make the segment unreadable by code before it, where a record fails only its series).
+      const { keys, values } = s.bloom.metadataTokens ?? ALL_METADATA_TOKENS;
+      const flags = metadataTokenFlags({ keys, values });
       out.u8(flags !== 0 ? 3 : ngrams === undefined ? 1 : 2);
       out.u32(blocks.get(s.bloom.key)!);
       out.offset(s.bloom.offset);
@@ -347,7 +351,7 @@ export function decodeSegment(bytes: Uint8Array): IndexSegment {
       if (kind === 3) {
         const flags = r.u8("metadata token flags");
         const metadataTokens = metadataTokensOf(flags);
-        if (metadataTokens === undefined || flags === 0) {
+        if (metadataTokens === undefined || flags === 0 || flags > 3) {
           throw new IndexError("corrupt", `metadata token flags ${flags}`);
         }
         bloom = { ...bloom, metadataTokens };

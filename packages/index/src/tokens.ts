@@ -7,12 +7,27 @@
  *
  * The unprefixed pair lets a gateway skip a whole series; the prefixed pair, single chunks.
  *
- * prefix(c) is 20 bytes, as Loki's prefixForChunkRef: from as a big-endian int64, through
- * as a big-endian int64, checksum as a big-endian uint32. Loki's from and through are
- * milliseconds; Sieve's are the chunk ref's nanoseconds, so the bytes differ from Loki's for
- * the same chunk. A prefixed token is those 20 bytes followed by the UTF-8 bytes of the
- * token, hashed as bytes.
+ * Every filter takes a token as its xxhash64, two 32-bit halves (lo, hi). A chunk's tokens
+ * are keyed by the chunk's CRC-32C, c.checksum (blooms whose flags have bit 2 set: every
+ * bloom written since it existed): the token's own halves XORed with two words mixed from
+ * the checksum,
+ *
+ *   (lo ^ mix32(checksum ^ 0x9e3779b9), hi ^ mix32(checksum ^ 0x7f4a7c15))
+ *
+ * (mix32 is murmur3's 32-bit finaliser), so testing a chunk hashes nothing: the gateway
+ * hashes each token of a query once and tests every chunk with two XORs. Chunks of one bloom
+ * with equal checksums (a 2^-32 chance a pair) share their keys: a false positive, never a
+ * false negative.
+ *
+ * Blooms written before bit 2 prefix a token as Loki's prefixForChunkRef does: 20 bytes,
+ * from as a big-endian int64, through as a big-endian int64, checksum as a big-endian uint32
+ * (Loki's from and through are milliseconds, Sieve's nanoseconds, so the bytes differ from
+ * Loki's for the same chunk), followed by the token's UTF-8 bytes, hashed as bytes. Testing
+ * a chunk that way wrote its two bigints and hashed a key per token: on bench:query's data,
+ * 858 such chunks a needle, a third of the bloom gateway's time (reading each chunk's
+ * bigints was most of it). Readers still test those blooms so.
  */
+import { mix32 } from "@sieve/bloom";
 import { IndexError } from "./errors.js";
 
 /** What identifies a chunk inside its series: the parts of its `ChunkRef` that prefix tokens. */
@@ -35,27 +50,52 @@ export interface NgramOptions {
 }
 
 /**
- * Which structured-metadata tokens a bloom holds: `name` (keys) and `name=value` (values).
- * Both by default; a bloom without one kind answers "may match" to the tests that need it.
+ * Which structured-metadata tokens a bloom holds: `name` (keys) and `name=value` (values),
+ * and how its chunks' tokens are keyed (see the top of this file). Both kinds by default;
+ * a bloom without one kind answers "may match" to the tests that need it.
  */
 export interface MetadataTokens {
   readonly keys: boolean;
   readonly values: boolean;
+  /** Chunk tokens keyed by the chunk's checksum; false or absent: by Loki's 20-byte prefix (older blooms). */
+  readonly checksumKeys?: boolean;
 }
 
-/** Both kinds: every bloom written before the choice existed. */
+/** Both kinds, chunk tokens prefixed: every bloom written before either choice existed. */
 export const ALL_METADATA_TOKENS: MetadataTokens = { keys: true, values: true };
 
-/** The flags byte of bloom records and index segments: bit 0 no keys, bit 1 no values. */
+/**
+ * The flags byte of bloom records and index segments: bit 0 no keys, bit 1 no values,
+ * bit 2 chunk tokens keyed by checksum.
+ */
 export function metadataTokenFlags(t: MetadataTokens): number {
-  return (t.keys ? 0 : 1) | (t.values ? 0 : 2);
+  return (t.keys ? 0 : 1) | (t.values ? 0 : 2) | (t.checksumKeys === true ? 4 : 0);
 }
 
-/** The kinds a flags byte says; undefined when it has a bit nobody defined. */
+/** Each flags byte's meaning, made once: a gateway decodes one a bloom record. */
+const BY_FLAGS: readonly MetadataTokens[] = Array.from({ length: 8 }, (_, flags) =>
+  flags === 0
+    ? ALL_METADATA_TOKENS
+    : {
+        keys: (flags & 1) === 0,
+        values: (flags & 2) === 0,
+        ...((flags & 4) !== 0 && { checksumKeys: true }),
+      },
+);
+
+/** What a flags byte says; undefined when it has a bit nobody defined. */
 export function metadataTokensOf(flags: number): MetadataTokens | undefined {
-  if ((flags & ~3) !== 0) return undefined;
-  if (flags === 0) return ALL_METADATA_TOKENS;
-  return { keys: (flags & 1) === 0, values: (flags & 2) === 0 };
+  return BY_FLAGS[flags];
+}
+
+/** The word XORed into the low half of a token's hash to key it to a chunk with `checksum`. */
+export function chunkKeyLow(checksum: number): number {
+  return mix32((checksum ^ 0x9e3779b9) >>> 0);
+}
+
+/** The word XORed into the high half of a token's hash to key it to a chunk with `checksum`. */
+export function chunkKeyHigh(checksum: number): number {
+  return mix32((checksum ^ 0x7f4a7c15) >>> 0);
 }
 
 /** Bytes of a chunk prefix: two int64 and a uint32. */

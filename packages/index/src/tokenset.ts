@@ -6,9 +6,8 @@ import { hashKey, lastHash } from "@sieve/bloom";
  * open-addressing table, instead of a `Set<string>`. A token costs its bytes plus ~24 bytes
  * of table, and no object for the collector to trace: the string sets of 500 streams' heads
  * were most of an ingester's garbage collection. The hash is computed once, when a token is
- * first seen; an exact-size filter is then filled from the stored hashes
- * ({@link forEachHash}) and the chunk-prefixed tokens from the stored bytes
- * ({@link forEachToken}).
+ * first seen; an exact-size filter and the chunk-prefixed tokens are then made from the
+ * stored hashes ({@link forEachHash}).
  *
  * Two tokens are the same when their bytes are: a 64-bit hash collision keeps both.
  */

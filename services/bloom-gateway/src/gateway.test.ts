@@ -3,7 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { FsObjectStore } from "@sieve/storage";
+import { RibbonFilter } from "@sieve/bloom";
+import { CHUNK_PREFIX_BYTES, encodeBloomBlock, writeChunkPrefix } from "@sieve/index";
 import type { BloomBlockStore, NgramOptions, SeriesBloomOptions } from "@sieve/index";
+import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
 import { compilePipeline, extractBloomTests, parseExpr, printExpr } from "@sieve/logql";
 import type { BloomTest } from "@sieve/logql";
 import { pino } from "pino";
@@ -140,6 +143,73 @@ describe("BloomGateway.filterChunkRefs", () => {
       `${series[2]!.fingerprint}/${series[2]!.chunks[0]!.from}`,
     );
     expect(res.stats.chunksPruned).toBeGreaterThanOrEqual(2);
+  });
+
+  test("a bloom written before chunk tokens were keyed by checksum is tested by its 20-byte prefixes", async () => {
+    // As Sieve wrote multi-chunk blooms before: each token behind its chunk's prefix, hashed
+    // as bytes, and record flags without bit 2.
+    const encoder = new TextEncoder();
+    const key = `team-a/blooms/block-${++blockCount}`;
+    const prefix = new Uint8Array(CHUNK_PREFIX_BYTES);
+    const prefixed = (token: string) => {
+      const bytes = encoder.encode(token);
+      const out = new Uint8Array(prefix.length + bytes.length);
+      out.set(prefix);
+      out.set(bytes, prefix.length);
+      return out;
+    };
+    const specs = haystack(3, 4, 20);
+    const series = specs.map((spec, s) => {
+      const labels = labelsString(labelsFromObject(spec.labels));
+      const chunks = spec.chunks.map((entries, c) => {
+        const from = 1_714_521_600_000_000_000n + BigInt(s * 10 + c) * 1_000_000n;
+        return {
+          from,
+          through: from + 999n,
+          checksum: 1000 + s * 10 + c,
+          bytes: 100,
+          entries: entries.length,
+          prefixed: true,
+        };
+      });
+      const keys = spec.chunks.flatMap((entries, c) => {
+        writeChunkPrefix(chunks[c]!, prefix);
+        return entries.flatMap((sm) =>
+          Object.entries(sm).flatMap(([name, value]) => [
+            prefixed(name),
+            prefixed(`${name}=${value}`),
+          ]),
+        );
+      });
+      return {
+        labels,
+        fingerprint: fingerprint(labels),
+        chunks,
+        filter: RibbonFilter.fromKeys(keys, 0.01),
+      };
+    });
+    series.sort((a, b) => (a.fingerprint < b.fingerprint ? -1 : 1));
+    const encoded = encodeBloomBlock(
+      series.map(({ fingerprint, filter, chunks }) => ({ fingerprint, filter, chunks })),
+    );
+    await store.put(key, encoded.bytes);
+    const asked: FilterSeries[] = series.map((s, i) => ({
+      fingerprint: s.fingerprint,
+      labels: s.labels,
+      chunks: s.chunks,
+      bloom: {
+        kind: "block",
+        key,
+        offset: encoded.entries[i]!.offset,
+        length: encoded.entries[i]!.length,
+      },
+    }));
+    const needle = series.find((s) => s.labels.includes("pod-1"))!;
+    const res = await gateway().filterChunkRefs(request('{app="api"} | trace_id="t-1-2-5"', asked));
+    expect(keptChunks(res)).toContain(`${needle.fingerprint}/${needle.chunks[2]!.from}`);
+    expect(res.stats.failedOpen).toEqual({});
+    // 12 chunks, each tested on its own; fp 1% per token.
+    expect(res.stats.chunksPruned).toBeGreaterThanOrEqual(12 - 3);
   });
 
   test("too many series is a typed error", async () => {

@@ -2,6 +2,8 @@ import { hashKey, lastHash, type AnyFilter } from "@sieve/bloom";
 import {
   ALL_METADATA_TOKENS,
   CHUNK_PREFIX_BYTES,
+  chunkKeyHigh,
+  chunkKeyLow,
   literalNgrams,
   writeChunkPrefix,
 } from "@sieve/index";
@@ -80,9 +82,10 @@ export function failOpen(
 const encoder = new TextEncoder();
 
 /**
- * A token's UTF-8 bytes behind a slot for a chunk's prefix, and the xxhash64 (the filters'
- * hash) of the bytes alone as two 32-bit halves: a request's series tests all look up the
- * same unprefixed tokens, hashed once here instead of once a series.
+ * A token's xxhash64 (the filters' hash) as two 32-bit halves, and its UTF-8 bytes behind a
+ * slot for a chunk's prefix: a request's series and chunk tests all look up the same
+ * tokens, hashed once here instead of once a series or chunk (the bytes serve blooms written
+ * before chunk tokens were keyed by checksum, which hash each chunk's prefixed key).
  */
 interface TokenKey {
   readonly prefixed: Uint8Array;
@@ -125,7 +128,10 @@ class CompiledTest {
   private readonly literals: string[] = [];
   /** `length/skip` → the literals' n-grams for those settings. */
   private readonly grams = new Map<string, LiteralGrams>();
-  /** The chunk prefix {@link chunk} writes, before it is copied into each key. */
+  /** The words {@link chunk} keys tokens with (tokens.ts), for the chunk it tests. */
+  private chunkLow = 0;
+  private chunkHigh = 0;
+  /** The chunk prefix {@link chunk} writes for an older bloom, before it is copied into each key. */
   private readonly prefix = new Uint8Array(CHUNK_PREFIX_BYTES);
   /** The filter and settings the oracles below ask, set by each call. */
   private filter: AnyFilter | undefined;
@@ -179,15 +185,18 @@ class CompiledTest {
     test = this.test,
   ): boolean {
     this.use(bloom);
-    // Made once a chunk and copied into each key: a series of several chunks is tested
-    // chunk by chunk, and writing every key's prefix from the bigints showed at 3-4% of a
-    // needle's CPU in a profile on bench:query's data.
-    // Through arrays, not the maps' iterators: three iterator objects a chunk were most of
-    // what testing 2,500 chunks allocated.
-    const prefix = this.prefix;
-    writeChunkPrefix(chunk, prefix);
-    for (const key of this.metadataKeys) key.prefixed.set(prefix);
-    for (const key of this.lines.keys) key.prefixed.set(prefix);
+    if (this.tokens.checksumKeys === true) {
+      this.chunkLow = chunkKeyLow(chunk.checksum);
+      this.chunkHigh = chunkKeyHigh(chunk.checksum);
+    } else {
+      // An older bloom: the prefix made once a chunk and copied into each key, through
+      // arrays, not the maps' iterators (three iterator objects a chunk were most of what
+      // testing 2,500 chunks allocated).
+      const prefix = this.prefix;
+      writeChunkPrefix(chunk, prefix);
+      for (const key of this.metadataKeys) key.prefixed.set(prefix);
+      for (const key of this.lines.keys) key.prefixed.set(prefix);
+    }
     return evaluateMetadataTest(test, this.prefixed, labels);
   }
 
@@ -236,8 +245,11 @@ class CompiledTest {
 
   /** Every token the tree looks up was compiled; an unknown one cannot prune. */
   private has(key: TokenKey | undefined, prefixed: boolean): boolean {
-    if (key === undefined || this.filter === undefined) return true;
-    return prefixed ? this.filter.test(key.prefixed) : this.filter.testHashed(key.lo, key.hi);
+    const filter = this.filter;
+    if (key === undefined || filter === undefined) return true;
+    if (!prefixed) return filter.testHashed(key.lo, key.hi);
+    if (this.tokens.checksumKeys !== true) return filter.test(key.prefixed);
+    return filter.testHashed((key.lo ^ this.chunkLow) >>> 0, (key.hi ^ this.chunkHigh) >>> 0);
   }
 }
 

@@ -117,7 +117,7 @@ export async function readStore(
       };
       for (const e of decoded.entries) {
         for (const { name, value } of e.structuredMetadata) {
-          if (!chunkMayContain(bloom.filter, covered, name, value))
+          if (!chunkMayContain(bloom, covered, name, value))
             falseNegatives.push(`${c.key} ${name}=${value}`);
         }
       }

@@ -617,7 +617,7 @@ describe("ingester on a write-ahead log and a file-system store", () => {
             const covered = { ...c.ref, prefixed: c.prefixed };
             for (const e of decodeChunk(await store.get(c.key)).entries) {
               for (const g of lineNgrams(e.line, { length: 3, skip: 1 })) {
-                expect(chunkMayContainToken(bloom.filter, covered, g), `${c.key} ${g}`).toBe(true);
+                expect(chunkMayContainToken(bloom, covered, g), `${c.key} ${g}`).toBe(true);
               }
             }
           }
