@@ -259,11 +259,13 @@ function labelsRecord(labels: string): Record<string, string> {
   return out;
 }
 
-/** A series whose bloom can be asked for: its labels, and where its bloom record is. */
-interface Testable {
-  readonly labels: Record<string, string>;
-  readonly location: BloomRecordLocation;
+/** Where the bloom of a series {@link BloomGateway.testable} passed is: in a block. */
+function locationOf(s: FilterSeries): BloomRecordLocation {
+  return s.bloom as BloomRecordLocation;
 }
+
+/** The refs a series keeps when it keeps none: one array, never written. */
+const NONE: SegmentChunk[] = [];
 
 /** Label strings parsed (or refused, as null) by a gateway, bounded. */
 const MAX_PARSED_LABELS = 65_536;
@@ -364,15 +366,15 @@ export class BloomGateway implements ChunkFilter {
       // their reads, `maxConcurrentReads` at a time.
       // Blocks are looked up once per request (a flush writes one block for all its
       // series: a 250-series needle asked the LRU 500 times for a dozen blocks).
-      const waiting: { s: FilterSeries; i: number; ready: Testable }[] = [];
+      const waiting: { s: FilterSeries; i: number; labels: Record<string, string> }[] = [];
       const held = new Map<string, LoadedBlock | undefined>();
       req.series.forEach((s, i) => {
-        const ready = this.testable(s, stats, verdicts);
-        if (Array.isArray(ready)) {
-          kept[i] = ready;
+        const labels = this.testable(s, stats, verdicts);
+        if (Array.isArray(labels)) {
+          kept[i] = labels;
           return;
         }
-        const { labels, location } = ready;
+        const location = locationOf(s);
         let block = held.get(location.key);
         if (block === undefined && !held.has(location.key)) {
           block = this.cache.held(location.key);
@@ -387,15 +389,15 @@ export class BloomGateway implements ChunkFilter {
           return;
         }
         if (record === undefined) {
-          waiting.push({ s, i, ready });
+          waiting.push({ s, i, labels });
           return;
         }
         sources.hit++;
         stats.cacheHits++;
         kept[i] = this.judge(s, location, record, labels, compiled, stats, verdicts);
       });
-      await mapLimit(waiting, this.config.maxConcurrentReads, async ({ s, i, ready }) => {
-        const { labels, location } = ready;
+      await mapLimit(waiting, this.config.maxConcurrentReads, async ({ s, i, labels }) => {
+        const location = locationOf(s);
         let record: BloomRecord;
         try {
           // The cache's load is shared by every caller of the block, so one caller's
@@ -432,26 +434,28 @@ export class BloomGateway implements ChunkFilter {
   }
 
   /**
-   * The series' labels and bloom location when its bloom can be asked for; else the refs
-   * it keeps untested (no chunk, a missing, damaged or oversized bloom location, labels
-   * that do not parse).
+   * The series' labels when its bloom (at `s.bloom`) can be asked for; else the refs it
+   * keeps untested (no chunk, a missing, damaged or oversized bloom location, labels that
+   * do not parse). Nothing made for a testable series: this runs for every series of a
+   * request, thousands for a wide needle.
    */
   private testable(
     s: FilterSeries,
     stats: FilterStats,
     verdicts: Verdicts,
-  ): Testable | SegmentChunk[] {
-    if (s.chunks.length === 0) return [];
+  ): Record<string, string> | SegmentChunk[] {
+    if (s.chunks.length === 0) return NONE;
     const { bloom } = s;
-    const failOpenAs = (reason: FailOpenReason) => failOpen(s, reason, stats, verdicts);
-    if (bloom.kind === "missing") return failOpenAs("missing_bloom");
+    if (bloom.kind === "missing") return failOpen(s, "missing_bloom", stats, verdicts);
     if (
       !(Number.isSafeInteger(bloom.offset) && bloom.offset >= 0) ||
       !(Number.isSafeInteger(bloom.length) && bloom.length > 0)
     ) {
-      return failOpenAs("corrupt_bloom");
+      return failOpen(s, "corrupt_bloom", stats, verdicts);
     }
-    if (bloom.length > this.config.maxBloomRecordBytes) return failOpenAs("oversized_bloom");
+    if (bloom.length > this.config.maxBloomRecordBytes) {
+      return failOpen(s, "oversized_bloom", stats, verdicts);
+    }
     let labels = this.parsedLabels.get(s.labels);
     if (labels === undefined) {
       try {
@@ -462,8 +466,7 @@ export class BloomGateway implements ChunkFilter {
       if (this.parsedLabels.size >= MAX_PARSED_LABELS) this.parsedLabels.clear();
       this.parsedLabels.set(s.labels, labels);
     }
-    if (labels === null) return failOpenAs("invalid_labels");
-    return { labels, location: bloom };
+    return labels ?? failOpen(s, "invalid_labels", stats, verdicts);
   }
 
   /** The refs a series whose bloom could not be read keeps (all), with the reason. */
@@ -516,13 +519,13 @@ export class BloomGateway implements ChunkFilter {
           const series = (t: BloomTest) => compiled.series(bloomRecord, labels, t);
           verdicts.pruned(s, s.chunks, "series", () => failedLeaf(compiled.test, series));
         }
-        return [];
+        return NONE;
       }
-      const kept: SegmentChunk[] = [];
+      let kept: SegmentChunk[] | undefined;
       let pruned: SegmentChunk[] | undefined;
       for (const c of s.chunks) {
         if (!c.prefixed || compiled.chunk(bloomRecord, c, labels)) {
-          kept.push(c);
+          (kept ??= []).push(c);
           continue;
         }
         if (lineLeaves && compiled.chunk(bloomRecord, c, labels, metadataOnly)) {
@@ -530,13 +533,13 @@ export class BloomGateway implements ChunkFilter {
         }
         if (verdicts.explain) (pruned ??= []).push(c);
       }
-      if (byChunk && kept.length === 0) stats.seriesSkipped++;
+      if (byChunk && kept === undefined) stats.seriesSkipped++;
       // Given once the series is done: a series that fails open midway has no pruned chunk.
       for (const c of pruned ?? []) {
         const chunk = (t: BloomTest) => compiled.chunk(bloomRecord, c, labels, t);
         verdicts.pruned(s, [c], "chunk", () => failedLeaf(compiled.test, chunk));
       }
-      return kept;
+      return kept ?? NONE;
     } catch (error) {
       this.logger.error({ err: error, key: location.key }, "bloom test failed unexpectedly");
       return failOpen(s, "internal_error", stats, verdicts);
