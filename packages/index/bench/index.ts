@@ -18,12 +18,13 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { parseArgs } from "node:util";
-import { ScalableBloomFilter, serializeFilter, type AnyFilter } from "@sieve/bloom";
+import { ScalableBloomFilter, serializeFilter } from "@sieve/bloom";
 import SnappyJS from "snappyjs";
 import {
   decodeBloomBlock,
   encodeBloomBlock,
   SeriesBloomBuilder,
+  type BloomBlockInput,
   type MetadataPair,
 } from "../src/index.js";
 
@@ -224,14 +225,19 @@ for (const r of rows) {
 }
 
 // 3: bloom blocks of 1000 series, 100 traces each.
-const series: { fingerprint: bigint; filter: AnyFilter; chunks: [] }[] = [];
+const series: BloomBlockInput[] = [];
 for (let s = 0; s < 1000; s++) {
   const builder = new SeriesBloomBuilder();
   for (let t = 0; t < 100; t++) builder.add([{ name: "trace_id", value: hex(32) }]);
   builder.cut({ from: 0n, through: 1n, checksum: s });
   const bloom = builder.finish()!;
   if (bloom.status === "ok")
-    series.push({ fingerprint: BigInt(s) * 7919n, filter: bloom.filter, chunks: [] });
+    series.push({
+      fingerprint: BigInt(s) * 7919n,
+      filter: bloom.filter,
+      chunks: [],
+      metadataTokens: bloom.metadataTokens,
+    });
 }
 const encodeRates: number[] = [];
 const decodeRates: number[] = [];

@@ -17,6 +17,7 @@ import {
 import { bloomMayContain, seriesMayContain } from "./bloomtest.js";
 import { SeriesBloomBuilder } from "./builder.js";
 import { IndexError } from "./errors.js";
+import { ALL_METADATA_TOKENS } from "./tokens.js";
 
 function seriesInput(fingerprint: bigint, values: readonly string[], chunks = 1): BloomBlockInput {
   const builder = new SeriesBloomBuilder();
@@ -250,7 +251,9 @@ describe("reading blooms by range from a real store", () => {
   it("serialises a scalable filter too (a chunk whose tokens overflowed)", () => {
     const filter = new ScalableBloomFilter();
     filter.add("trace_id=z");
-    const { bytes } = encodeBloomBlock([{ fingerprint: 1n, filter, chunks: [] }]);
+    const { bytes } = encodeBloomBlock([
+      { fingerprint: 1n, filter, chunks: [], metadataTokens: ALL_METADATA_TOKENS },
+    ]);
     expect(decodeBloomBlock(bytes).records[0]!.filter).toBeInstanceOf(ScalableBloomFilter);
   });
 });

@@ -64,8 +64,12 @@ export interface BloomBlockInput {
   readonly chunks: readonly CoveredChunk[];
   /** The line n-grams the filter holds; none when absent. */
   readonly ngrams?: NgramOptions | undefined;
-  /** The metadata tokens it holds; both kinds when absent. */
-  readonly metadataTokens?: MetadataTokens | undefined;
+  /**
+   * The metadata tokens it holds and how its chunk tokens are keyed: the builder's own
+   * (`SeriesBloom`), always passed on (a filter keyed by checksum recorded as prefixed would
+   * answer "no" for what it holds).
+   */
+  readonly metadataTokens: MetadataTokens;
 }
 
 /** One series' record, decoded: its filter and the tokens it holds. */
@@ -122,7 +126,7 @@ export function encodeBloomBlock(series: readonly BloomBlockInput[]): EncodedBlo
     out.u32(bytes.length);
     out.bytes(bytes);
     if (ngrams !== undefined) checkNgramOptions(ngrams);
-    const flags = metadataTokenFlags(metadataTokens ?? ALL_METADATA_TOKENS);
+    const flags = metadataTokenFlags(metadataTokens);
     const settings = Uint8Array.of(ngrams?.length ?? 0, ngrams?.skip ?? 0, flags, 0);
     out.bytes(settings);
     out.u32(crc32c(settings));

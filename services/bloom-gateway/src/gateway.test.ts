@@ -4,7 +4,12 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { FsObjectStore } from "@sieve/storage";
 import { RibbonFilter } from "@sieve/bloom";
-import { CHUNK_PREFIX_BYTES, encodeBloomBlock, writeChunkPrefix } from "@sieve/index";
+import {
+  ALL_METADATA_TOKENS,
+  CHUNK_PREFIX_BYTES,
+  encodeBloomBlock,
+  writeChunkPrefix,
+} from "@sieve/index";
 import type { BloomBlockStore, NgramOptions, SeriesBloomOptions } from "@sieve/index";
 import { fingerprint, labelsFromObject, labelsString } from "@sieve/labels";
 import { compilePipeline, extractBloomTests, parseExpr, printExpr } from "@sieve/logql";
@@ -190,7 +195,12 @@ describe("BloomGateway.filterChunkRefs", () => {
     });
     series.sort((a, b) => (a.fingerprint < b.fingerprint ? -1 : 1));
     const encoded = encodeBloomBlock(
-      series.map(({ fingerprint, filter, chunks }) => ({ fingerprint, filter, chunks })),
+      series.map(({ fingerprint, filter, chunks }) => ({
+        fingerprint,
+        filter,
+        chunks,
+        metadataTokens: ALL_METADATA_TOKENS,
+      })),
     );
     await store.put(key, encoded.bytes);
     const asked: FilterSeries[] = series.map((s, i) => ({

@@ -122,7 +122,8 @@ export async function writeFlush(
     }
     const finished = bloom.finish();
     if (finished?.status !== "ok") throw new Error("no bloom");
-    blooms.push({ fingerprint: fp, filter: finished.filter, chunks: finished.chunks });
+    const { filter, chunks: covered, metadataTokens } = finished;
+    blooms.push({ fingerprint: fp, filter, chunks: covered, metadataTokens });
     series.push({
       fingerprint: fp,
       labels: canonical,

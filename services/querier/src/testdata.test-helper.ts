@@ -138,7 +138,8 @@ export async function writeFlush(
     }
     const finished = bloom.finish();
     if (finished === undefined || finished.status !== "ok") throw new Error("no bloom");
-    blooms.push({ fingerprint: fp, filter: finished.filter, chunks: finished.chunks, ngrams });
+    const { filter, metadataTokens } = finished;
+    blooms.push({ fingerprint: fp, filter, chunks: finished.chunks, ngrams, metadataTokens });
     series.push({
       fingerprint: fp,
       labels: canonical,
