@@ -495,7 +495,7 @@ export async function writeFlush(
       for (const e of block.entries) {
         // The segment repeats what a querier plans with: the record's n-grams and tokens.
         const { ngrams, metadataTokens } = inputOf.get(e.fingerprint)!;
-        const all = metadataTokens === undefined || (metadataTokens.keys && metadataTokens.values);
+        const all = metadataTokens.keys && metadataTokens.values;
         locations.set(e.fingerprint, {
           kind: "block",
           key,
