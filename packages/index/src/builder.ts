@@ -534,7 +534,7 @@ export class SeriesBloomBuilder {
 function unionOf(cut: readonly CutChunk[]): TokenSet {
   if (cut.length === 1) return cut[0]!.tokens!;
   const union = new TokenSet(cut[0]!.tokens!.size);
-  for (const { tokens } of cut) tokens!.forEach((lo, hi, bytes) => union.addHashed(lo, hi, bytes));
+  for (const { tokens } of cut) tokens!.forEachHash((lo, hi) => union.addHashed(lo, hi));
   return union;
 }
 
