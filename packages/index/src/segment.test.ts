@@ -150,6 +150,15 @@ describe("index segments", () => {
       ...base,
       metadataTokens: { keys: true, values: false },
     });
+    // How chunk tokens are keyed is the bloom record's to say: never written here (code
+    // before that flag refuses a segment with it, where a record fails only its series).
+    const keyed = { ...base, metadataTokens: { keys: true, values: true, checksumKeys: true } };
+    expect(one(keyed)).toEqual(plain);
+    const keyedNames = {
+      ...base,
+      metadataTokens: { keys: true, values: false, checksumKeys: true },
+    };
+    expect(one(keyedNames)).toEqual(names);
   });
 
   it("round-trips a chunk's line bytes (version 3) beside chunks without them", () => {
