@@ -233,8 +233,7 @@ export function encodeSegment(segment: IndexSegment): Uint8Array {
       if (ngrams !== undefined) checkNgramOptions(ngrams);
       // The kinds alone: how chunk tokens are keyed is the record's to say (bit 2 here would
       // make the segment unreadable by code before it, where a record fails only its series).
-      const { keys, values } = s.bloom.metadataTokens ?? ALL_METADATA_TOKENS;
-      const flags = metadataTokenFlags({ keys, values });
+      const flags = metadataTokenFlags(s.bloom.metadataTokens ?? ALL_METADATA_TOKENS) & 3;
       out.u8(flags !== 0 ? 3 : ngrams === undefined ? 1 : 2);
       out.u32(blocks.get(s.bloom.key)!);
       out.offset(s.bloom.offset);
