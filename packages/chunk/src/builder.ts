@@ -8,6 +8,7 @@ import { sameEntry } from "./entry.js";
 import type { Entry, EntryWithBytes } from "./entry.js";
 import { ChunkError } from "./errors.js";
 import { StringIds } from "./intern.js";
+import { symbolHash, writeSymbolFilter } from "./filter.js";
 import { sortedDistinct, writeBlockSymbols } from "./symbols.js";
 import {
   CODEC_SNAPPY,
@@ -231,7 +232,9 @@ export class ChunkBuilder {
       this.blocks.length * (CRC_BYTES + 40) +
       Math.ceil(this.headBytes * ratio) +
       this.symbolBytes +
-      CRC_BYTES +
+      // The symbol filter: ~8.5 bits a symbol (filter.ts).
+      Math.ceil((this.symbols.length * 9) / 8) +
+      2 * CRC_BYTES +
       TRAILER_BYTES +
       40
     );
@@ -438,7 +441,11 @@ export class ChunkBuilder {
     const w = scratch.writer;
     w.reset();
     w.uvarint(this.symbols.length);
-    for (const s of this.symbols) w.string(s);
+    const hashes = new Uint32Array(this.symbols.length);
+    for (let i = 0; i < this.symbols.length; i++) {
+      w.string(this.symbols[i]!);
+      hashes[i] = symbolHash(w.buf.subarray(w.pos - Buffer.byteLength(this.symbols[i]!), w.pos));
+    }
     const symbolsRaw = w.pos;
     const symbols = snappyCompress(w.buf.subarray(0, symbolsRaw));
     w.reset();
@@ -448,6 +455,10 @@ export class ChunkBuilder {
     );
     const blockSymbolsRaw = w.pos;
     const blockSymbols = snappyCompress(w.buf.subarray(0, blockSymbolsRaw));
+    w.reset();
+    writeSymbolFilter(w, hashes);
+    // A view of the scratch writer, copied into the chunk below before anything reuses it.
+    const filter = w.buf.subarray(0, w.pos);
 
     let offset = HEADER_BYTES;
     const footer = new ByteWriter(64 + this.blocks.length * 40);
@@ -468,13 +479,15 @@ export class ChunkBuilder {
     }
     footer.uvarint(blockSymbols.byteLength);
     footer.uvarint(blockSymbolsRaw);
+    footer.uvarint(filter.byteLength);
     if (footer.pos > MAX_FOOTER_BYTES) throw new ChunkError("too_large", "footer: too many blocks");
 
     const total =
       blocksEnd +
       symbols.byteLength +
       blockSymbols.byteLength +
-      2 * CRC_BYTES +
+      filter.byteLength +
+      3 * CRC_BYTES +
       footer.pos +
       TRAILER_BYTES;
     const out = Buffer.allocUnsafe(total);
@@ -497,6 +510,10 @@ export class ChunkBuilder {
     out.set(blockSymbols, pos);
     pos += blockSymbols.byteLength;
     out.writeUInt32LE(crc32c(blockSymbols), pos);
+    pos += CRC_BYTES;
+    out.set(filter, pos);
+    pos += filter.byteLength;
+    out.writeUInt32LE(crc32c(filter), pos);
     pos += CRC_BYTES;
     const footerBytes = footer.buf.subarray(0, footer.pos);
     out.set(footerBytes, pos);

@@ -200,6 +200,11 @@ export class ByteReader {
     return (u >> 1n) ^ -(u & 1n);
   }
 
+  u8(): number {
+    if (this.remaining < 1) this.fail("u8 runs past the end");
+    return this.buf[this.pos++]!;
+  }
+
   u32le(): number {
     if (this.remaining < 4) this.fail("u32 runs past the end");
     const v = this.buf.readUInt32LE(this.pos);

@@ -288,6 +288,43 @@ describe("chunk round trip", () => {
     expect(fromTail.blockMayHold(2, "cc")).toBe(true);
   });
 
+  test("version 2 chunks, written before the symbol filter, still read", () => {
+    // The same three entries, blockTargetBytes 12, by the version 2 writer (64099ce).
+    const v2 = Buffer.from(
+      "5356434b020100000b28d00f056669727374010001f1fd820b0a24f02e067365636f6e6400faf7ff6f0d30a01f" +
+        "05746869726402000203044afdfe591b68050874726163655f6964026161026262077370616e5f6964026363" +
+        "29620080092002000000040001000093088c273c1d1b0503080d0bd00f0001190c0af02e0001290f0da01f00" +
+        "010b091c00000042aad9a7",
+      "hex",
+    );
+    const trace = (value: string): MetadataPair => ({ name: "trace_id", value });
+    expect(v2[4]).toBe(2);
+    expect(plain(decodeChunk(v2).entries)).toEqual(
+      plain([
+        { timestamp: 1_000n, line: "first", structuredMetadata: [trace("aa")] },
+        {
+          timestamp: 2_000n,
+          line: "third",
+          structuredMetadata: [trace("bb"), { name: "span_id", value: "cc" }],
+        },
+        { timestamp: 3_000n, line: "second", structuredMetadata: [] },
+      ]),
+    );
+    // Its tail has no header: the footer's shape says it is version 2, without a filter,
+    // so a filter's reader needs the whole tail.
+    const tail = Buffer.from(tailOf(v2));
+    expect(ChunkReader.filterLength(tail, v2.byteLength)).toBe(tail.byteLength);
+    expect(ChunkReader.symbolFilter(tail, v2.byteLength)).toBeUndefined();
+    const fromTail = new ChunkReader(tail, v2.byteLength);
+    // Blocks in the order they were cut: the third entry appended is the third block.
+    expect(fromTail.blocks.map((_, b) => fromTail.blockMayHold(b, "cc"))).toEqual([
+      false,
+      false,
+      true,
+    ]);
+    expect(fromTail.symbolIds("dd")).toEqual([]);
+  });
+
   test("a tail reader answers as the whole chunk's, once given the blocks it names", () => {
     fc.assert(
       fc.property(
@@ -614,8 +651,10 @@ describe("chunk decoding rejects damage", () => {
   test("header fields get their own codes", () => {
     const cases: [number, number, ChunkErrorCode][] = [
       [0, 0x54, "bad_magic"],
-      [4, 3, "unsupported_version"],
+      [4, 4, "unsupported_version"],
       [4, 0, "unsupported_version"],
+      // A version 3 footer under a version 2 header: its symbol filter is not accounted for.
+      [4, 2, "corrupt"],
       [5, 2, "unsupported_codec"],
       [6, 1, "corrupt"],
     ];
@@ -653,17 +692,17 @@ describe("chunk decoding rejects damage", () => {
     const start = size - TRAILER_BYTES - footerLength;
     const r = new ByteReader(small, "test", "corrupt", start, size - TRAILER_BYTES);
     const fields: bigint[] = [];
-    // Four symbol-table fields, the block count, six fields a block (minTs signed), and
-    // the block symbols' two.
+    // Four symbol-table fields, the block count, six fields a block (minTs signed), the
+    // block symbols' two and the symbol filter's length.
     for (let i = 0; i < 5; i++) fields.push(r.uvarint64());
     for (let b = 0; b < Number(fields[4]); b++) {
       for (let j = 0; j < 6; j++) fields.push(j === 3 ? r.varint64() : r.uvarint64());
     }
-    fields.push(r.uvarint64(), r.uvarint64());
+    fields.push(r.uvarint64(), r.uvarint64(), r.uvarint64());
     edit(fields);
     const w = new ByteWriter();
     for (const [i, v] of fields.entries()) {
-      if (i >= 5 && i < fields.length - 2 && (i - 5) % 6 === 3) w.varint64(v);
+      if (i >= 5 && i < fields.length - 3 && (i - 5) % 6 === 3) w.varint64(v);
       else w.uvarint64(v);
     }
     const footer = w.toBytes();
@@ -699,10 +738,13 @@ describe("chunk decoding rejects damage", () => {
       ["symbol count off by one", (f) => (f[3] = f[3]! + 1n)],
       ["symbol table raw length over the cap", (f) => (f[2] = 1n << 40n)],
       ["symbol table moved", (f) => (f[0] = f[0]! - 1n)],
-      ["block symbols longer", (f) => (f[f.length - 2] = f[f.length - 2]! + 1n)],
-      ["block symbols shorter", (f) => (f[f.length - 2] = f[f.length - 2]! - 1n)],
-      ["block symbols raw length off by one", (f) => (f[f.length - 1] = f[f.length - 1]! + 1n)],
-      ["block symbols raw length over the cap", (f) => (f[f.length - 1] = 1n << 40n)],
+      ["block symbols longer", (f) => (f[f.length - 3] = f[f.length - 3]! + 1n)],
+      ["block symbols shorter", (f) => (f[f.length - 3] = f[f.length - 3]! - 1n)],
+      ["block symbols raw length off by one", (f) => (f[f.length - 2] = f[f.length - 2]! + 1n)],
+      ["block symbols raw length over the cap", (f) => (f[f.length - 2] = 1n << 40n)],
+      ["symbol filter longer", (f) => (f[f.length - 1] = f[f.length - 1]! + 1n)],
+      ["symbol filter shorter", (f) => (f[f.length - 1] = f[f.length - 1]! - 1n)],
+      ["symbol filter missing", (f) => f.pop()],
     ];
     for (const [name, edit] of edits) {
       expect(

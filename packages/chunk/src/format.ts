@@ -1,15 +1,18 @@
 /**
- * Chunk format, version 2 (docs/formats.md, "Chunks", has the byte-by-byte table).
+ * Chunk format, version 3 (docs/formats.md, "Chunks", has the byte-by-byte table).
  *
  *   header   "SVCK" | u8 version=2 | u8 codec=1 (snappy) | u16 reserved=0
  *   block*   snappy(payload) | u32le CRC-32C(snappy bytes)
  *   symbols  snappy(uvarint count, count × (uvarint len, UTF-8 bytes)) | u32le CRC-32C
  *   blockSymbols (version 2) snappy(blockCount × (uvarint n, n × uvarint: the block's
  *            first symbol id, then each next id − previous − 1)) | u32le CRC-32C
+ *   filter   (version 3) the symbols' fingerprints, Golomb-Rice coded (filter.ts),
+ *            uncompressed | u32le CRC-32C
  *   footer   uvarint symbolsOffset, symbolsLength, symbolsRawLength, symbolCount,
  *            uvarint blockCount, blockCount × (uvarint offset, length, rawLength,
  *            varint minTs (zig-zag), uvarint maxTs − minTs, uvarint entries),
- *            (version 2) uvarint blockSymbolsLength, blockSymbolsRawLength
+ *            (version 2) uvarint blockSymbolsLength, blockSymbolsRawLength,
+ *            (version 3) uvarint filterLength
  *   trailer  u32le footerLength | u32le CRC-32C(footer)
  *
  *   payload  varint first ts (zig-zag, = the block's minTs), then entries × (uvarint
@@ -23,8 +26,10 @@
 
 /** "SVCK": Sieve chunk. */
 export const MAGIC = Uint8Array.from([0x53, 0x56, 0x43, 0x4b]);
-/** The format version this code writes; it reads this one and version 1. */
-export const VERSION = 2;
+/** The format version this code writes; it reads this one, version 2 and version 1. */
+export const VERSION = 3;
+/** Version 2: no symbol filter, so a lookup searches the symbol table. */
+export const VERSION_2 = 2;
 /** Version 1: no block symbols, so every block may hold any of the chunk's symbols. */
 export const VERSION_1 = 1;
 /** Codec byte: raw snappy. */

@@ -7,6 +7,7 @@ export type { BlockMeta, EntryTest } from "./block.js";
 export { ChunkBuilder, encodeChunk } from "./builder.js";
 export type { ChunkBuilderOptions, EncodedChunk } from "./builder.js";
 export { ChunkReader, decodeChunk } from "./reader.js";
+export type { SymbolFilter } from "./filter.js";
 export type { DecodedChunk, ReadOptions } from "./reader.js";
 export {
   DEFAULT_BLOCK_TARGET_BYTES,

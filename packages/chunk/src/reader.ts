@@ -17,7 +17,9 @@ import {
   TRAILER_BYTES,
   VERSION,
   VERSION_1,
+  VERSION_2,
 } from "./format.js";
+import { SymbolFilter } from "./filter.js";
 
 /** What {@link ChunkReader.entries} reads. */
 export interface ReadOptions {
@@ -45,7 +47,7 @@ export interface DecodedChunk {
 }
 
 /**
- * Reads an encoded chunk (versions 1 and 2). The constructor checks the header, the
+ * Reads an encoded chunk (versions 1 to 3). The constructor checks the header, the
  * footer (its checksum, every declared offset, length and count against the object's size
  * and the format's limits), and the checksums and sizes of the symbol sections; their
  * layout is checked when first used (see {@link SymbolTable} and {@link BlockSymbols}: a
@@ -67,6 +69,8 @@ export class ChunkReader {
   private readonly symbols: SymbolTable;
   /** The symbols each block refers to; undefined for version 1, which does not record them. */
   private readonly blockSymbols: BlockSymbols | undefined;
+  /** The symbol filter (version 3): a value it refuses is not searched for. */
+  private readonly filter: SymbolFilter | undefined;
   /** `symbolIds` answers, remembered (a cached reader answers many queries: bounded). */
   private readonly idsOf = new Map<string, number[]>();
   /** Earliest timestamp in the chunk, ns. */
@@ -114,7 +118,7 @@ export class ChunkReader {
         if (bytes[i] !== MAGIC[i]) throw new ChunkError("bad_magic");
       }
       version = bytes[4];
-      if (version !== VERSION && version !== VERSION_1)
+      if (version !== VERSION && version !== VERSION_2 && version !== VERSION_1)
         throw new ChunkError("unsupported_version", `version ${version}`);
       if (bytes[5] !== CODEC_SNAPPY) throw new ChunkError("unsupported_codec", `codec ${bytes[5]}`);
       if (bytes[6] !== 0 || bytes[7] !== 0)
@@ -123,83 +127,34 @@ export class ChunkReader {
       throw new ChunkError("truncated", `a tail of ${bytes.byteLength} bytes has no trailer`);
     }
 
-    const trailer = new ByteReader(bytes, "trailer", "truncated", size - TRAILER_BYTES - base);
-    const footerLength = trailer.u32le();
-    const footerCrc = trailer.u32le();
-    const footerEnd = size - TRAILER_BYTES;
-    if (footerLength > MAX_FOOTER_BYTES)
-      throw new ChunkError("too_large", `footer of ${footerLength} bytes`);
-    if (footerLength > footerEnd - HEADER_BYTES) {
-      throw new ChunkError("truncated", `footer of ${footerLength} bytes in a ${size}-byte chunk`);
-    }
-    const footerStart = footerEnd - footerLength;
-    if (footerStart < base) throw short(bytes.byteLength, size - footerStart);
-    if (crc32c(bytes.subarray(footerStart - base, footerEnd - base)) !== footerCrc) {
-      throw new ChunkError("bad_checksum", "footer");
-    }
-
-    const f = new ByteReader(bytes, "footer", "corrupt", footerStart - base, footerEnd - base);
-    const symbolsOffset = f.uvarint(footerStart);
-    const symbolsLength = f.uvarint(footerStart);
-    const symbolsRaw = f.uvarint(MAX_SYMBOLS_RAW_BYTES);
-    const symbolCount = f.uvarint(symbolsRaw);
-    const symbolsEnd = symbolsOffset + symbolsLength + CRC_BYTES;
-    if (symbolsEnd > footerStart) f.fail("symbol table runs into the footer");
-    // Each block record takes at least 6 bytes: checked before the array is allocated.
-    const blockCount = f.uvarint(Math.floor(f.remaining / 6));
-    if (blockCount === 0) f.fail("no blocks");
-    const blocks: BlockMeta[] = new Array<BlockMeta>(blockCount);
-    let expected = HEADER_BYTES;
-    let entryCount = 0;
-    let from = 0n;
-    let through = 0n;
-    for (let i = 0; i < blockCount; i++) {
-      const offset = f.uvarint(footerStart);
-      const length = f.uvarint(footerStart);
-      const rawLength = f.uvarint(MAX_BLOCK_RAW_BYTES);
-      const minTs = f.varint64();
-      const maxTs = minTs + f.uvarint64();
-      const entries = f.uvarint(Math.floor(rawLength / MIN_ENTRY_BYTES));
-      if (offset !== expected) f.fail(`block ${i} at ${offset}, expected ${expected}`);
-      if (length === 0 || entries === 0) f.fail(`block ${i} is empty`);
-      if (!isInt64(maxTs)) f.fail(`block ${i} maximum timestamp overflows int64`);
-      expected = offset + length + CRC_BYTES;
-      if (expected > symbolsOffset) f.fail(`block ${i} runs into the symbol table`);
-      blocks[i] = { offset, length, rawLength, minTs, maxTs, entries };
-      entryCount += entries;
-      if (i === 0 || minTs < from) from = minTs;
-      if (i === 0 || maxTs > through) through = maxTs;
-    }
-    if (expected !== symbolsOffset) f.fail("blocks do not end where the symbol table starts");
-    // Version 1 ends its footer here and its symbol table at the footer; version 2 follows
-    // the table with the block symbols (a checksum at least), and says how long they are.
-    version ??= f.remaining === 0 && symbolsEnd === footerStart ? VERSION_1 : VERSION;
-    if (symbolsOffset < base) throw short(bytes.byteLength, size - symbolsOffset);
-    let blockSymbolsLength = 0;
-    let blockSymbolsRaw = 0;
-    if (version === VERSION) {
-      blockSymbolsLength = f.uvarint(footerStart);
-      blockSymbolsRaw = f.uvarint(MAX_SYMBOLS_RAW_BYTES);
-      if (symbolsEnd + blockSymbolsLength + CRC_BYTES !== footerStart)
-        f.fail("block symbols do not end where the footer starts");
-    } else if (symbolsEnd !== footerStart) {
-      f.fail("symbol table does not end where the footer starts");
-    }
-    f.expectEnd();
-
+    const footer = readFooter(bytes, size, base, version);
+    if (footer.symbolsOffset < base) throw short(bytes.byteLength, size - footer.symbolsOffset);
+    const { blocks, symbolsOffset, symbolsEnd, symbolCount } = footer;
+    const blockCount = blocks.length;
     this.blocks = blocks;
-    this.from = from;
-    this.through = through;
-    this.entryCount = entryCount;
-    const raw = this.section(symbolsOffset, symbolsLength, symbolsRaw, "symbol table");
+    this.from = footer.from;
+    this.through = footer.through;
+    this.entryCount = footer.entryCount;
+    const raw = this.section(
+      symbolsOffset,
+      footer.symbolsLength,
+      footer.symbolsRaw,
+      "symbol table",
+    );
     this.symbols = new SymbolTable(raw, symbolCount);
     let retained = bytes.byteLength + raw.byteLength;
-    if (version === VERSION) {
+    if (footer.version !== VERSION_1) {
       const where = "block symbols";
-      const raw = this.section(symbolsEnd, blockSymbolsLength, blockSymbolsRaw, where);
+      const raw = this.section(
+        symbolsEnd,
+        footer.blockSymbolsLength,
+        footer.blockSymbolsRaw,
+        where,
+      );
       this.blockSymbols = new BlockSymbols(raw, blockCount, symbolCount);
       retained += raw.byteLength;
     }
+    if (footer.filter !== undefined) this.filter = filterAt(bytes, base, footer.filter);
     this.retained = retained;
     this.added = new Array<Uint8Array | undefined>(blockCount);
   }
@@ -224,6 +179,44 @@ export class ChunkReader {
       return size; // damaged: the reader, given it whole, says how
     }
     return size - symbolsOffset;
+  }
+
+  /**
+   * How many of a chunk's last bytes {@link symbolFilter} needs (trailer, footer and, in
+   * version 3, the symbol filter; an older chunk's whole {@link tailLength}), judged from
+   * `tail` as {@link tailLength} judges. Unchecked.
+   */
+  static filterLength(tail: Uint8Array, size: number): number {
+    const n = tail.byteLength;
+    if (n < TRAILER_BYTES || size <= n) return size;
+    const footerBytes =
+      new ByteReader(tail, "trailer", "truncated", n - TRAILER_BYTES).u32le() + TRAILER_BYTES;
+    if (footerBytes > n) return Math.min(size, footerBytes);
+    try {
+      const footer = readFooter(tail, size, size - n, undefined);
+      return footer.filter === undefined
+        ? size - footer.symbolsOffset
+        : size - footer.filter.offset;
+    } catch {
+      return size; // damaged: the reader, given it whole, says how
+    }
+  }
+
+  /**
+   * The symbol filter of the `size`-byte chunk whose last bytes are `tail` (at least
+   * {@link filterLength} of them), its footer and filter checked; undefined for a chunk
+   * older than version 3, which has none.
+   */
+  static symbolFilter(tail: Uint8Array, size: number): SymbolFilter | undefined {
+    const base = size - tail.byteLength;
+    if (!Number.isSafeInteger(size) || base < 0) {
+      throw new RangeError(`${tail.byteLength} bytes is more than a ${size}-byte chunk`);
+    }
+    if (tail.byteLength < TRAILER_BYTES || size < HEADER_BYTES + TRAILER_BYTES) {
+      throw new ChunkError("truncated", `a tail of ${tail.byteLength} bytes has no trailer`);
+    }
+    const footer = readFooter(tail, size, base, undefined);
+    return footer.filter === undefined ? undefined : filterAt(tail, base, footer.filter);
   }
 
   /**
@@ -272,7 +265,7 @@ export class ChunkReader {
   symbolIds(s: string): readonly number[] {
     let ids = this.idsOf.get(s);
     if (ids === undefined) {
-      ids = this.symbols.idsOf(s);
+      ids = this.filter?.mayHold(s) === false ? [] : this.symbols.idsOf(s);
       if (this.idsOf.size >= MAX_REMEMBERED_IDS) this.idsOf.clear();
       this.idsOf.set(s, ids);
     }
@@ -406,6 +399,145 @@ function checked(
   const stored = new ByteReader(bytes, where, "corrupt", at + length).u32le();
   if (crc32c(data) !== stored) throw new ChunkError("bad_checksum", where);
   return snappyUncompress(data, rawLength, where);
+}
+
+/** A chunk's footer, checked: its blocks and where its sections are. */
+interface Footer {
+  readonly version: number;
+  readonly blocks: BlockMeta[];
+  readonly from: bigint;
+  readonly through: bigint;
+  readonly entryCount: number;
+  readonly symbolsOffset: number;
+  readonly symbolsLength: number;
+  readonly symbolsRaw: number;
+  readonly symbolCount: number;
+  /** Where the symbol table (and its CRC) ends: the block symbols start. */
+  readonly symbolsEnd: number;
+  readonly blockSymbolsLength: number;
+  readonly blockSymbolsRaw: number;
+  /** Version 3: the symbol filter's section (its CRC follows it). */
+  readonly filter: { readonly offset: number; readonly length: number } | undefined;
+}
+
+/**
+ * Reads and checks the trailer and footer of the `size`-byte chunk whose bytes from
+ * `base` on are `bytes`: the footer's checksum, every declared offset, length and count
+ * against the object's size and the format's limits. `version` is the header's, when
+ * `bytes` holds it; a tail's is the footer's shape (version 1 ends after the block
+ * records; version 3 says how long its symbol filter is after the block symbols').
+ */
+function readFooter(
+  bytes: Uint8Array,
+  size: number,
+  base: number,
+  version: number | undefined,
+): Footer {
+  const trailer = new ByteReader(bytes, "trailer", "truncated", size - TRAILER_BYTES - base);
+  const footerLength = trailer.u32le();
+  const footerCrc = trailer.u32le();
+  const footerEnd = size - TRAILER_BYTES;
+  if (footerLength > MAX_FOOTER_BYTES)
+    throw new ChunkError("too_large", `footer of ${footerLength} bytes`);
+  if (footerLength > footerEnd - HEADER_BYTES) {
+    throw new ChunkError("truncated", `footer of ${footerLength} bytes in a ${size}-byte chunk`);
+  }
+  const footerStart = footerEnd - footerLength;
+  if (footerStart < base) throw short(bytes.byteLength, size - footerStart);
+  if (crc32c(bytes.subarray(footerStart - base, footerEnd - base)) !== footerCrc) {
+    throw new ChunkError("bad_checksum", "footer");
+  }
+
+  const f = new ByteReader(bytes, "footer", "corrupt", footerStart - base, footerEnd - base);
+  const symbolsOffset = f.uvarint(footerStart);
+  const symbolsLength = f.uvarint(footerStart);
+  const symbolsRaw = f.uvarint(MAX_SYMBOLS_RAW_BYTES);
+  const symbolCount = f.uvarint(symbolsRaw);
+  const symbolsEnd = symbolsOffset + symbolsLength + CRC_BYTES;
+  if (symbolsEnd > footerStart) f.fail("symbol table runs into the footer");
+  // Each block record takes at least 6 bytes: checked before the array is allocated.
+  const blockCount = f.uvarint(Math.floor(f.remaining / 6));
+  if (blockCount === 0) f.fail("no blocks");
+  const blocks: BlockMeta[] = new Array<BlockMeta>(blockCount);
+  let expected = HEADER_BYTES;
+  let entryCount = 0;
+  let from = 0n;
+  let through = 0n;
+  for (let i = 0; i < blockCount; i++) {
+    const offset = f.uvarint(footerStart);
+    const length = f.uvarint(footerStart);
+    const rawLength = f.uvarint(MAX_BLOCK_RAW_BYTES);
+    const minTs = f.varint64();
+    const maxTs = minTs + f.uvarint64();
+    const entries = f.uvarint(Math.floor(rawLength / MIN_ENTRY_BYTES));
+    if (offset !== expected) f.fail(`block ${i} at ${offset}, expected ${expected}`);
+    if (length === 0 || entries === 0) f.fail(`block ${i} is empty`);
+    if (!isInt64(maxTs)) f.fail(`block ${i} maximum timestamp overflows int64`);
+    expected = offset + length + CRC_BYTES;
+    if (expected > symbolsOffset) f.fail(`block ${i} runs into the symbol table`);
+    blocks[i] = { offset, length, rawLength, minTs, maxTs, entries };
+    entryCount += entries;
+    if (i === 0 || minTs < from) from = minTs;
+    if (i === 0 || maxTs > through) through = maxTs;
+  }
+  if (expected !== symbolsOffset) f.fail("blocks do not end where the symbol table starts");
+  if (version === undefined) {
+    if (f.remaining === 0 && symbolsEnd === footerStart) version = VERSION_1;
+  }
+  let blockSymbolsLength = 0;
+  let blockSymbolsRaw = 0;
+  let filter: Footer["filter"];
+  if (version === VERSION_1) {
+    if (symbolsEnd !== footerStart) f.fail("symbol table does not end where the footer starts");
+  } else {
+    blockSymbolsLength = f.uvarint(footerStart);
+    blockSymbolsRaw = f.uvarint(MAX_SYMBOLS_RAW_BYTES);
+    version ??= f.remaining === 0 ? VERSION_2 : VERSION;
+    let sectionsEnd = symbolsEnd + blockSymbolsLength + CRC_BYTES;
+    if (version === VERSION) {
+      const length = f.uvarint(footerStart);
+      filter = { offset: sectionsEnd, length };
+      sectionsEnd += length + CRC_BYTES;
+    }
+    if (sectionsEnd !== footerStart) {
+      f.fail(
+        version === VERSION
+          ? "symbol filter does not end where the footer starts"
+          : "block symbols do not end where the footer starts",
+      );
+    }
+  }
+  f.expectEnd();
+  return {
+    version,
+    blocks,
+    from,
+    through,
+    entryCount,
+    symbolsOffset,
+    symbolsLength,
+    symbolsRaw,
+    symbolCount,
+    symbolsEnd,
+    blockSymbolsLength,
+    blockSymbolsRaw,
+    filter,
+  };
+}
+
+/** The symbol filter at `at` in the chunk (whose bytes from `base` on are `bytes`), checked. */
+function filterAt(
+  bytes: Uint8Array,
+  base: number,
+  at: { readonly offset: number; readonly length: number },
+): SymbolFilter {
+  const where = "symbol filter";
+  if (at.offset < base) throw short(bytes.byteLength, bytes.byteLength + base - at.offset);
+  const start = at.offset - base;
+  const data = bytes.subarray(start, start + at.length);
+  const stored = new ByteReader(bytes, where, "corrupt", start + at.length).u32le();
+  if (crc32c(data) !== stored) throw new ChunkError("bad_checksum", where);
+  return new SymbolFilter(data, where);
 }
 
 /** A tail that does not hold what a reader needs. */

@@ -185,12 +185,24 @@ export function deletionSuite(
         const got = await linesOf(store, "t", `{app="api"} | trace_id="trace-${i}"`, ...range);
         expect(got.lines).toEqual([`api ${i} plain`]);
       }
-      for (const gone of ["trace-10", "trace-nowhere"]) {
-        const r = await linesOf(store, "t", `{app="api"} | trace_id="${gone}"`, ...range);
+      const deleted = await linesOf(store, "t", '{app="api"} | trace_id="trace-10"', ...range);
+      expect(deleted).toMatchObject({ lines: [], fetched: 0 });
+      expect(deleted.pruned).toBeGreaterThan(0);
+      // Ids nowhere: pruned but for the blooms' false positives (a few percent a chunk at
+      // these sizes; which chunks depends on their checksums, so counted over ten ids).
+      let fetched = 0;
+      for (let i = 0; i < 10; i++) {
+        const r = await linesOf(
+          store,
+          "t",
+          `{app="api"} | trace_id="trace-nowhere-${i}"`,
+          ...range,
+        );
         expect(r.lines).toEqual([]);
-        expect(r.fetched).toBe(0);
         expect(r.pruned).toBeGreaterThan(0);
+        fetched += r.fetched;
       }
+      expect(fetched).toBeLessThanOrEqual(4);
     });
 
     test("a chunk that loses every line is dropped, with its series", async () => {
