@@ -48,6 +48,11 @@ export class ObjectCache<V extends object> {
     this.lru.set(key, value);
   }
 
+  /** Whether `key` is cached (not counted as a lookup, nor made recent). */
+  has(key: string): boolean {
+    return this.lru.has(key);
+  }
+
   /** The cached value of `key`, or `load()`'s, shared with concurrent lookups. */
   async get(key: string, load: () => Promise<V>): Promise<CacheLookup<V>> {
     const cached = this.lru.get(key);

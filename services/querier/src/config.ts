@@ -181,7 +181,7 @@ const SCHEMA = defineSchema({
     multiTenantQueriesEnabled:
       "with `authEnabled`, `X-Scope-OrgID: a|b` reads both tenants, each stream and series labelled `__tenant_id__` (Loki's `multi_tenant_queries_enabled`); off: refused with 400",
     chunkCacheBytes:
-      "byte budget of the LRU of fetched chunks (each with its decompressed symbol table), shared by every query",
+      "byte budget of the LRU of fetched chunks (each with its decompressed symbol table), shared by every query; an eighth of it holds chunk ends (footer and symbol filter) of chunks a needle read no further",
     segmentCacheBytes:
       "byte budget of the LRU of decoded index segments (by their encoded size) and of the merges of several (each weighed as the segments it holds)",
     queryReadyDays:

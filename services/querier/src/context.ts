@@ -14,7 +14,7 @@ import type { QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { ERR_DEADLINE_EXCEEDED, QueryError, queryMemory } from "./errors.js";
 import { Explain } from "./explain.js";
-import type { TailSizes } from "./fetch.js";
+import type { ChunkEnd, TailSizes } from "./fetch.js";
 import type { ParsedLabels } from "./labels.js";
 import type { QuerierMetrics } from "./metrics.js";
 import { QueryStats } from "./stats.js";
@@ -40,6 +40,10 @@ export interface QuerierParts {
   readonly chunks: ObjectCache<ChunkReader>;
   /** How much of a chunk's tail to read first (fetch.ts). */
   readonly tails: TailSizes;
+  /** Chunk ends (footer and symbol filter) by key, for chunks not read further (fetch.ts). */
+  readonly chunkEnds: ObjectCache<ChunkEnd>;
+  /** How much of a chunk's end to read first (fetch.ts). */
+  readonly endSizes: TailSizes;
   /** Label records of the series' canonical label strings. */
   readonly labels: ParsedLabels;
   /**

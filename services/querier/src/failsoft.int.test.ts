@@ -24,7 +24,7 @@ import { KEEP_ALL_FILTER, NO_INGESTERS } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import { createQuerierServer } from "./http.js";
 import { createQuerier } from "./index.js";
-import { TailSizes } from "./fetch.js";
+import { FIRST_END_BYTES, TailSizes } from "./fetch.js";
 import { ParsedLabels, ReadReport } from "./labels.js";
 import { parseSelector } from "./parse.js";
 import { readSeries } from "./index-read.js";
@@ -207,6 +207,8 @@ function partsWith(chunkFilter: ChunkFilter) {
     listings: new SegmentListings(undefined),
     chunks: new ObjectCache(1 << 20, (v) => v.retainedBytes),
     tails: new TailSizes(),
+    chunkEnds: new ObjectCache(1 << 20, (v) => v.retainedBytes),
+    endSizes: new TailSizes(FIRST_END_BYTES),
     labels: new ParsedLabels(report),
     retention: new Retention(NO_RETENTION),
     deletes: NO_DELETES,

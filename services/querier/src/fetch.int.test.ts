@@ -1,8 +1,9 @@
 /**
  * How the querier reads chunks from a real FsObjectStore: a needle query reads a chunk's
- * tail (footer and symbol sections) and then only the blocks that may hold its needle, by
- * range; a chunk without the needle no further than its tail; other queries read chunks
- * whole. Answers are those of the whole chunks every time.
+ * end (footer and symbol filter), then its tail (the symbol sections before) and only the
+ * blocks that may hold its needle, by range; a chunk without the needle no further than
+ * its end; other queries read chunks whole. Answers are those of the whole chunks every
+ * time.
  */
 import { randomBytes } from "node:crypto";
 import { ChunkReader, type Entry } from "@sieve/chunk";
@@ -10,6 +11,7 @@ import type { CallOptions, FsObjectStore } from "@sieve/storage";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
 import { KEEP_ALL_FILTER, type QuerierStore } from "./deps.js";
+import { FIRST_END_BYTES } from "./fetch.js";
 import { createQuerier } from "./index.js";
 import { tempStore, writeFlush } from "./testdata.test-helper.js";
 
@@ -27,11 +29,14 @@ interface Reads {
 let store: FsObjectStore;
 let close: () => Promise<void>;
 let chunkBytes = 0;
+/** Tenant t's chunk: its tail (footer and symbol sections) and its end, bytes. */
+let chunkTail = 0;
+let chunkEnd = 0;
 let wideBytes = 0;
 const entries: Entry[] = [];
 const wide: Entry[] = [];
-/** Tenant v's two chunks, alike (streams v1 and v2): their tails' lengths, bytes. */
-const vTails: number[] = [];
+/** Tenant v's two chunks, alike (streams v1 and v2): their ends' lengths, bytes. */
+const vEnds: number[] = [];
 
 beforeAll(async () => {
   ({ store, close } = await tempStore());
@@ -51,7 +56,10 @@ beforeAll(async () => {
   }
   await writeFlush(store, "t", [{ labels: { app: "a" }, entries }], LINES, 16 * 1024);
   const [key] = await store.list("t/chunks/");
-  chunkBytes = (await store.get(key!)).byteLength;
+  const chunk = await store.get(key!);
+  chunkBytes = chunk.byteLength;
+  chunkTail = lastBytes("tail", chunk);
+  chunkEnd = lastBytes("end", chunk);
   // Tenant u: a chunk whose symbol sections alone are larger than the first read of a tail.
   for (let i = 0; i < LINES; i++) {
     wide.push({
@@ -81,9 +89,21 @@ beforeAll(async () => {
   for (const key of (await store.list("v/chunks/")).sort()) {
     const bytes = await store.get(key);
     expect(bytes.byteLength).toBeGreaterThan(128 * 1024);
-    vTails.push(ChunkReader.tailLength(bytes.subarray(-64 * 1024), bytes.byteLength));
+    vEnds.push(lastBytes("end", bytes));
   }
 });
+
+/** How many of `chunk`'s last bytes its tail, or its end, takes. */
+function lastBytes(part: "tail" | "end", chunk: Uint8Array): number {
+  const length = (tail: Uint8Array, size: number): number =>
+    part === "tail" ? ChunkReader.tailLength(tail, size) : ChunkReader.filterLength(tail, size);
+  let n = 8;
+  for (let need = length(chunk.subarray(-n), chunk.byteLength); need > n;) {
+    n = need;
+    need = length(chunk.subarray(-n), chunk.byteLength);
+  }
+  return n;
+}
 
 afterAll(async () => {
   await close();
@@ -137,28 +157,33 @@ const linesOf = (test: (e: Entry) => boolean): string[] => entries.filter(test).
 
 describe("reading chunks by range", () => {
   test("the chunk is large enough to test ranges on", () => {
-    // Over twice the first read of a tail (128 KiB).
+    // Over twice the first read of a tail (128 KiB); its end within the first read of one.
     expect(chunkBytes).toBeGreaterThan(256 * 1024);
+    expect(chunkEnd).toBeLessThan(FIRST_END_BYTES);
+    expect(chunkTail).toBeGreaterThan(4 * FIRST_END_BYTES);
   });
 
-  test("a present needle reads the tail and its block, not the whole chunk", async () => {
+  test("a present needle reads the end, the tail before it and its block, not the whole chunk", async () => {
     const { run, reads } = counted();
     const trace = entries[2002]!.structuredMetadata[0]!.value;
     const got = await run(`{app="a"} | trace_id="${trace}"`);
     expect(got).toEqual(linesOf((e) => e.structuredMetadata[0]!.value === trace));
     expect(got).toHaveLength(5);
     expect(reads.get).toBe(0);
-    expect(reads.getTail).toBeGreaterThan(0);
-    expect(reads.getRange).toBeGreaterThan(0);
-    expect(reads.getRange).toBeLessThan(3 * 16 * 1024);
+    expect(reads.getTail).toBe(FIRST_END_BYTES);
+    // The rest of the tail, then the needle's block (or two): 16 KB blocks.
+    expect(reads.getRange).toBeGreaterThan(chunkTail - FIRST_END_BYTES);
+    expect(reads.getRange).toBeLessThan(chunkTail - FIRST_END_BYTES + 3 * 16 * 1024);
     expect(reads.getTail + reads.getRange).toBeLessThan(chunkBytes / 2);
   });
 
-  test("an absent needle reads the tail alone", async () => {
+  test("an absent needle reads the chunk's end alone, not its tail", async () => {
     const { run, reads } = counted();
     expect(await run(`{app="a"} | trace_id="tr-absent"`)).toEqual([]);
-    expect(reads).toMatchObject({ get: 0, getRange: 0 });
-    expect(reads.getTail).toBeLessThan(chunkBytes / 2);
+    expect(reads).toEqual({ get: 0, getRange: 0, getTail: FIRST_END_BYTES });
+    // Again: from the cache of chunk ends.
+    expect(await run(`{app="a"} | trace_id="tr-absent-2"`)).toEqual([]);
+    expect(reads).toEqual({ get: 0, getRange: 0, getTail: FIRST_END_BYTES });
   });
 
   test("a query without a metadata needle reads the chunk whole, in one call", async () => {
@@ -173,7 +198,7 @@ describe("reading chunks by range", () => {
     const trace = wide[1234]!.structuredMetadata[0]!.value;
     expect(await run(`{app="w"} | trace_id="${trace}"`, "u")).toEqual(["request 1234"]);
     expect(reads.get).toBe(0);
-    expect(reads.getTail).toBe(128 * 1024);
+    expect(reads.getTail).toBe(FIRST_END_BYTES);
     // The rest of the tail, then the needle's block: every byte read once.
     expect(reads.getTail + reads.getRange).toBeLessThan(wideBytes);
     const before = { ...reads };
@@ -186,33 +211,35 @@ describe("reading chunks by range", () => {
   test("a chunk the cache holds by its tail gets the blocks a later query needs", async () => {
     const { run, reads } = counted();
     const trace = entries[10]!.structuredMetadata[0]!.value;
-    expect(await run(`{app="a"} | trace_id="tr-absent"`)).toEqual([]);
+    expect(await run(`{app="a"} | trace_id="${trace}"`)).toHaveLength(5);
     const tail = reads.getTail;
     // Every line, from the cached tail and the blocks read now: each block read once.
     expect(await run(`{app="a"}`)).toEqual(entries.map((e) => e.line));
     expect(reads.getTail).toBe(tail);
     expect(reads.get).toBe(0);
-    expect(reads.getTail + reads.getRange).toBeGreaterThanOrEqual(chunkBytes);
-    expect(reads.getTail + reads.getRange).toBeLessThan(chunkBytes + 128 * 1024);
-    // Then a needle reads nothing more.
+    // Everything but the 8-byte header, which a reader of a tail does not need: once.
+    expect(reads.getTail + reads.getRange).toBe(chunkBytes - 8);
+    // Then a needle reads nothing more, present or absent.
     const before = { ...reads };
-    expect(await run(`{app="a"} | trace_id="${trace}"`)).toHaveLength(5);
+    const other = entries[3001]!.structuredMetadata[0]!.value;
+    expect(await run(`{app="a"} | trace_id="${other}"`)).toHaveLength(5);
+    expect(await run(`{app="a"} | trace_id="tr-absent"`)).toEqual([]);
     expect(reads).toEqual(before);
   });
 
-  test("a tenant's later chunks are read first by the share its earlier tails took", async () => {
+  test("a tenant's later chunks are read first by the share its earlier ends took", async () => {
     const { run, reads } = counted();
-    expect(vTails).toHaveLength(2);
+    expect(vEnds).toHaveLength(2);
     expect(await run(`{app="v1"} | trace_id="v-absent"`, "v")).toEqual([]);
-    // Its first tail: the fixed first read.
-    expect(reads.getTail).toBe(128 * 1024);
+    // Its first end: the fixed first read.
+    expect(reads.getTail).toBe(FIRST_END_BYTES);
     expect(await run(`{app="v2"} | trace_id="v-absent"`, "v")).toEqual([]);
-    const second = reads.getTail - 128 * 1024;
-    // The second: its own tail and a margin, in one read.
+    const second = reads.getTail - FIRST_END_BYTES;
+    // The second: its own end and a margin, in one read.
     expect(reads.getRange).toBe(0);
-    expect(second).toBeGreaterThanOrEqual(Math.min(...vTails));
-    expect(second).toBeLessThan(Math.max(...vTails) * 1.2 + 1024);
-    expect(second).toBeLessThan(64 * 1024);
+    expect(second).toBeGreaterThanOrEqual(Math.min(...vEnds));
+    expect(second).toBeLessThan(Math.max(...vEnds) * 1.2 + 1024);
+    expect(second).toBeLessThan(FIRST_END_BYTES / 2);
     expect(await run(`{app="v2"} | trace_id="v-7"`, "v")).toHaveLength(5);
   });
 });

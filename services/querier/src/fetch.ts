@@ -4,21 +4,33 @@
  * symbol sections are read once, not by every query) and reading (only the blocks that can
  * hold what the query needs).
  *
- * A query whose metadata test can refuse a block reads a chunk by ranges: its tail first
- * (footer and symbol sections, as the store's `getTail`), then only the blocks that may
- * hold the needle and overlap the query's range. A chunk kept by a false positive is read
- * no further than its tail (on the peers bench's data, 90 KB of 260). Other queries read
- * chunks whole, in one call.
+ * A query whose metadata test can refuse a block reads a chunk by ranges: its end first
+ * (footer and symbol filter, a few KB, as the store's `getTail`); when the filter says the
+ * chunk holds none of what the test needs, nothing more (a chunk a bloom kept by false
+ * positive, nearly always); else the symbol sections before it, then only the blocks that
+ * may hold the needle and overlap the query's range. A chunk written before the filter
+ * (format version 2) is read to its whole tail first (on the peers bench's data, 90 KB
+ * of 260). Other queries read chunks whole, in one call.
  */
-import { ChunkReader, type ChunkRef, type Entry } from "@sieve/chunk";
-import { chunkFilters, type BloomTest, type ChunkFilters } from "@sieve/logql";
+import { ChunkReader, type ChunkRef, type Entry, type SymbolFilter } from "@sieve/chunk";
+import {
+  chunkFilters,
+  evaluateMetadataTest,
+  type BloomTest,
+  type ChunkFilters,
+} from "@sieve/logql";
 import type { QuerierParts, QueryContext } from "./context.js";
 import { storeError } from "./index-read.js";
 import type { PlannedChunk } from "./plan.js";
 import type { QueryStats } from "./stats.js";
 
 /** The first read of a chunk's tail of a series not read yet, at most, bytes. */
-const FIRST_TAIL_BYTES = 128 * 1024;
+export const FIRST_TAIL_BYTES = 128 * 1024;
+/**
+ * The first read of a chunk's end (footer and symbol filter: about a byte a distinct
+ * metadata name or value, 5.5 KB on the peers bench's chunks), at most, bytes.
+ */
+export const FIRST_END_BYTES = 16 * 1024;
 /** Tails a tenant's guess is made from: the last this many read. */
 const TAIL_HISTORY = 32;
 /** Tenants, and series, whose tails are remembered; past these, all are forgotten. */
@@ -41,14 +53,15 @@ interface TenantTails {
 }
 
 /**
- * How much of a chunk's tail a query reads first, learnt from the tails it read before:
+ * How much of a chunk's tail (or of its end: one instance each) a query reads first,
+ * learnt from the tails it read before:
  * a series' chunks are cut alike, so their tails take a like share of their size (7.8% on
  * bench:query's data, where the trace id is the only metadata; 35% on the peers bench's,
  * where every line has its own span id; within 3% of that on every chunk of either). A
  * series read before: its last share times the chunk's size (the index has it), with a
  * margin. A series not read yet: the largest share among its tenant's last
- * {@link TAIL_HISTORY} tails, at most {@link FIRST_TAIL_BYTES} (a tenant may mix streams
- * of long and short tails); 128 KiB for a tenant's first. A tail longer than the guess
+ * {@link TAIL_HISTORY} tails, at most the first read (a tenant may mix streams of long
+ * and short tails); the first read, `first`, for a tenant's first. A tail longer than the guess
  * costs one more read, of the bytes before it. A fixed 128 KiB read bench:query's 15 KB
  * tails 8× over, copied and then collected, for every chunk a bloom kept by false positive.
  */
@@ -56,13 +69,16 @@ export class TailSizes {
   private readonly tenants = new Map<string, TenantTails>();
   private seriesKnown = 0;
 
+  /** `first`: the bytes read first of a tenant's first chunk (chunk tails by default). */
+  constructor(private readonly first = FIRST_TAIL_BYTES) {}
+
   /** The bytes to read first of a chunk of `size` bytes of series `fingerprint` of `tenant`. */
   guess(tenant: string, fingerprint: bigint, size: number): number {
     const seen = this.tenants.get(tenant);
-    if (seen === undefined || !(size > 0)) return FIRST_TAIL_BYTES;
+    if (seen === undefined || !(size > 0)) return this.first;
     const own = seen.series.get(fingerprint);
     if (own !== undefined) return Math.min(size, withMargin(size, own));
-    return Math.min(size, FIRST_TAIL_BYTES, withMargin(size, seen.max));
+    return Math.min(size, this.first, withMargin(size, seen.max));
   }
 
   /** Remembers that a chunk of `size` bytes of that series had a tail of `tail` bytes. */
@@ -102,10 +118,13 @@ export interface ChunkRead {
   readonly direction?: "forward" | "backward";
 }
 
-/** A fetched chunk: its reader, holding every block the query reads, and those blocks. */
+/**
+ * A fetched chunk: its reader, holding every block the query reads, and those blocks; no
+ * reader when its symbol filter refused the query's test (nothing in it can pass).
+ */
 export interface FetchedChunk {
   readonly planned: PlannedChunk;
-  readonly reader: ChunkReader;
+  readonly reader: ChunkReader | undefined;
   readonly blocks: BlockPlan;
 }
 
@@ -122,14 +141,113 @@ export interface BlockPlan {
 }
 
 /**
+ * A chunk's last bytes as first read for its symbol filter ({@link ChunkReader.filterLength}
+ * of them, more when the guess was long), and the filter: undefined for a chunk written
+ * before version 3, whose bytes then hold its whole tail.
+ */
+export class ChunkEnd {
+  constructor(
+    readonly bytes: Uint8Array,
+    readonly size: number,
+    readonly filter: SymbolFilter | undefined,
+  ) {}
+
+  get retainedBytes(): number {
+    return this.bytes.byteLength;
+  }
+
+  /** Whether an entry of the chunk may pass `test` (false only when the filter says not). */
+  mayPass(test: BloomTest, labels: Readonly<Record<string, string>>): boolean {
+    const filter = this.filter;
+    if (filter === undefined) return true;
+    // A pair's value first: rarer than its name, as in chunkFilters.
+    return evaluateMetadataTest(
+      test,
+      {
+        key: (name) => filter.mayHold(name),
+        pair: (name, value) => filter.mayHold(value) && filter.mayHold(name),
+      },
+      labels,
+    );
+  }
+}
+
+/** How many of a chunk's last bytes its tail, or its end, takes ({@link ChunkReader}). */
+function needed(part: "tail" | "end", data: Uint8Array, size: number): number {
+  return part === "tail"
+    ? ChunkReader.tailLength(data, size)
+    : ChunkReader.filterLength(data, size);
+}
+
+/**
+ * Reads `key`'s last bytes until they hold its tail or its end (`part`), starting from `have` (the last bytes read before, if any) or
+ * from a read of `guess` bytes; answers them, the chunk's size, and the bytes the store sent.
+ */
+async function readEnd(
+  parts: QuerierParts,
+  key: string,
+  part: "tail" | "end",
+  start: { readonly have: Uint8Array; readonly size: number } | { readonly guess: number },
+): Promise<{ data: Uint8Array; size: number; bytes: number }> {
+  let data: Uint8Array;
+  let size: number;
+  let bytes = 0;
+  if ("have" in start) {
+    ({ have: data, size } = start);
+  } else {
+    const last = await parts.store.getTail(key, start.guess);
+    ({ data, size } = last);
+    bytes = data.byteLength;
+  }
+  // When short, the bytes before (a chunk key names its content: the object cannot change
+  // between the reads): the footer's length says how many the footer needs, then the
+  // footer how many the sections do.
+  let need = needed(part, data, size);
+  for (let reads = 0; reads < 2 && need > data.byteLength; reads++) {
+    const before = await parts.store.getRange(key, size - need, need - data.byteLength);
+    bytes += before.byteLength;
+    data = Buffer.concat([before, data]);
+    need = needed(part, data, size);
+  }
+  return { data, size, bytes };
+}
+
+/**
+ * The end of the chunk at `key` through the cache of chunk ends, read and its footer and
+ * filter checked on a miss; `bytes` is what the store sent.
+ */
+async function cachedEnd(
+  parts: QuerierParts,
+  key: string,
+  ref: ChunkRef,
+  size: number,
+): Promise<{ value: ChunkEnd; hit: boolean; bytes: number }> {
+  let bytes = 0;
+  const got = await parts.chunkEnds.get(key, async () => {
+    try {
+      const guess = parts.endSizes.guess(ref.tenant, ref.fingerprint, size);
+      const end = await readEnd(parts, key, "end", { guess });
+      bytes = end.bytes;
+      const need = ChunkReader.filterLength(end.data, end.size);
+      parts.endSizes.learn(ref.tenant, ref.fingerprint, need, end.size);
+      return new ChunkEnd(end.data, end.size, ChunkReader.symbolFilter(end.data, end.size));
+    } catch (error) {
+      throw storeError(error);
+    }
+  });
+  return { ...got, bytes };
+}
+
+/**
  * The chunk at `key` through the chunk cache, read and checked on a miss (its tail alone
- * when `tail` gives the chunk's ref and size, from the index); `hit` says which,
- * `bytes` what the store sent. A store that is down is a 503, not a 500 ({@link storeError}).
+ * when `tail` gives the chunk's ref and size, from the index, continuing from `end`'s
+ * bytes when given); `hit` says which, `bytes` what the store sent. A store that is down
+ * is a 503, not a 500 ({@link storeError}).
  */
 export async function cachedChunk(
   parts: QuerierParts,
   key: string,
-  tail?: { readonly ref: ChunkRef; readonly size: number },
+  tail?: { readonly ref: ChunkRef; readonly size: number; readonly end?: ChunkEnd },
 ): Promise<{ value: ChunkReader; hit: boolean; bytes: number }> {
   let bytes = 0;
   const got = await parts.chunks.get(key, async () => {
@@ -140,23 +258,19 @@ export async function cachedChunk(
         return new ChunkReader(whole);
       }
       const { tenant, fingerprint } = tail.ref;
-      const guess = parts.tails.guess(tenant, fingerprint, tail.size);
-      const last = await parts.store.getTail(key, guess);
-      const size = last.size;
-      let data = last.data;
-      bytes = data.byteLength;
-      // When the guess was short, the bytes before it (a chunk key names its content: the
-      // object cannot change between the reads): the footer's length says how many the
-      // footer needs, then the footer how many the symbol sections do.
-      let need = ChunkReader.tailLength(data, size);
-      for (let reads = 0; reads < 2 && need > data.byteLength; reads++) {
-        const before = await parts.store.getRange(key, size - need, need - data.byteLength);
-        bytes += before.byteLength;
-        data = Buffer.concat([before, data]);
-        need = ChunkReader.tailLength(data, size);
-      }
-      const reader = new ChunkReader(data, size);
-      parts.tails.learn(tenant, fingerprint, need, size);
+      const start =
+        tail.end === undefined
+          ? { guess: parts.tails.guess(tenant, fingerprint, tail.size) }
+          : { have: tail.end.bytes, size: tail.end.size };
+      const read = await readEnd(parts, key, "tail", start);
+      bytes = read.bytes;
+      const reader = new ChunkReader(read.data, read.size);
+      parts.tails.learn(
+        tenant,
+        fingerprint,
+        ChunkReader.tailLength(read.data, read.size),
+        read.size,
+      );
       return reader;
     } catch (error) {
       throw storeError(error);
@@ -204,10 +318,27 @@ export async function* fetchInOrder(
   let stopped = false;
   const fetch = async (planned: PlannedChunk): Promise<FetchedChunk> => {
     const { key, ref, bytes: size } = planned.chunk;
-    const tail = tails ? { ref, size } : undefined;
+    let end: ChunkEnd | undefined;
+    let fetched = 0;
+    // A chunk not cached whole: its end first, and no further when its filter refuses.
+    if (tails && !parts.chunks.has(key)) {
+      const got = await cachedEnd(parts, key, ref, size);
+      end = got.value;
+      fetched += got.bytes;
+      if (!end.mayPass(read.test, planned.labels)) {
+        stats.chunksFetched++;
+        stats.chunksRefusedByFilter++;
+        if (got.hit) stats.chunkCacheHits++;
+        parts.metrics?.chunksFetched.inc();
+        stats.bytesFetched += fetched;
+        parts.metrics?.bytesFetched.inc(fetched);
+        return { planned, reader: undefined, blocks: refused(read.range(planned)) };
+      }
+    }
+    const tail = tails ? { ref, size, end } : undefined;
     const { value: reader, hit, bytes } = await cachedChunk(parts, key, tail);
     const blocks = planBlocks(reader, planned.labels, read.test, read.range(planned));
-    let fetched = bytes;
+    fetched += bytes;
     const ranges = reader.missing((b) => blocks.read[b] === 1);
     if (ranges.length > 0) {
       const got = await Promise.all(
@@ -276,6 +407,11 @@ function planBlocks(
   return { range, read, filters, rawBytes, skipped };
 }
 
+/** The plan of a chunk whose filter refused the query: no block read, none skipped. */
+function refused(range: { from: bigint; through: bigint }): BlockPlan {
+  return { range, read: new Uint8Array(0), filters: undefined, rawBytes: 0, skipped: 0 };
+}
+
 /**
  * The entries of a fetched chunk in [from, through), in the direction, that may pass the
  * test it was fetched for: only its planned blocks are decompressed, and inside them an
@@ -286,7 +422,8 @@ export function readChunk(
   { reader, blocks }: FetchedChunk,
   read: ChunkRead,
   stats: QueryStats,
-): Generator<Entry, void, undefined> {
+): Iterable<Entry> {
+  if (reader === undefined) return [];
   stats.bytesDecompressed += blocks.rawBytes;
   stats.blocksSkipped += blocks.skipped;
   return reader.entries({

@@ -28,7 +28,7 @@ import { SegmentListings } from "./listings.js";
 import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
 import { QueryContext, type LoadedSegment, type QuerierParts } from "./context.js";
 import { StoreDeleteRequests, type DeleteRequestsSource } from "./deletes.js";
-import { TailSizes } from "./fetch.js";
+import { FIRST_END_BYTES, TailSizes, type ChunkEnd } from "./fetch.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
 import type { ChunkFilter, IngesterQuerier, PatternSeries } from "@sieve/proto";
 import { QueryError, maxEntriesLimit, queryTooLong } from "./errors.js";
@@ -100,13 +100,22 @@ export class Querier {
   readonly segments: ObjectCache<LoadedSegment>;
   /** Fetched chunks by key, as checked readers, sized by what they hold. */
   readonly chunks: ObjectCache<ChunkReader>;
+  /** Chunk ends (footer and symbol filter) of chunks a query read no further (fetch.ts). */
+  readonly chunkEnds: ObjectCache<ChunkEnd>;
 
   constructor(deps: QuerierDeps) {
     this.config = deps.config;
     this.metrics = deps.metrics;
     this.report = deps.report ?? new ReadReport();
     this.segments = new ObjectCache(deps.config.segmentCacheBytes, (v) => v.bytes);
-    this.chunks = new ObjectCache(deps.config.chunkCacheBytes, (v) => v.retainedBytes);
+    // The budget is shared: chunk ends (footer and symbol filter of chunks read no
+    // further, a few KB each) take an eighth, thousands of them; readers the rest.
+    const endBytes = Math.max(1, Math.floor(deps.config.chunkCacheBytes / 8));
+    this.chunks = new ObjectCache(
+      Math.max(1, deps.config.chunkCacheBytes - endBytes),
+      (v) => v.retainedBytes,
+    );
+    this.chunkEnds = new ObjectCache(endBytes, (v) => v.retainedBytes);
     this.parts = {
       config: deps.config,
       store: deps.store,
@@ -118,6 +127,8 @@ export class Querier {
       listings: new SegmentListings(deps.storeWrites),
       chunks: this.chunks,
       tails: new TailSizes(),
+      chunkEnds: this.chunkEnds,
+      endSizes: new TailSizes(FIRST_END_BYTES),
       labels: new ParsedLabels(this.report),
       retention: new Retention(deps.retention ?? NO_RETENTION),
       deletes:

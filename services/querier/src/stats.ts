@@ -31,6 +31,8 @@ export class QueryStats {
   bytesDecompressed = 0;
   /** Blocks of fetched chunks, in range, that their symbols showed cannot match. */
   blocksSkipped = 0;
+  /** Chunks fetched whose symbol filter refused the query: read no further than their end. */
+  chunksRefusedByFilter = 0;
   linesScanned = 0;
   /** Lines that passed the pipeline (before the limit). */
   linesMatched = 0;
@@ -136,6 +138,7 @@ export class QueryStats {
         bytesFetched: this.bytesFetched,
         bytesDecompressed: this.bytesDecompressed,
         blocksSkipped: this.blocksSkipped,
+        chunksRefusedByFilter: this.chunksRefusedByFilter,
         linesScanned: this.linesScanned,
         linesMatched: this.linesMatched,
         duplicatesDropped: this.duplicatesDropped,
