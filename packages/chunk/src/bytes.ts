@@ -163,6 +163,15 @@ export class ByteReader {
     return this.fail("varint too long");
   }
 
+  /** Steps over a varint (of up to 64 bits), reading nothing of its value. */
+  skipVarint(): void {
+    for (let i = 0; i < 10; i++) {
+      if (this.pos >= this.end) this.fail("varint runs past the end");
+      if (this.buf[this.pos++]! < 0x80) return;
+    }
+    this.fail("varint too long");
+  }
+
   /** An unsigned varint in [0, 2^64). */
   uvarint64(): bigint {
     const start = this.pos;

@@ -24,6 +24,7 @@
  */
 import { crc32c } from "@sieve/kit";
 import { ByteReader, type ByteWriter } from "./bytes.js";
+import { ChunkError } from "./errors.js";
 
 /**
  * A fingerprint has ⌈log2 n⌉ + this many bits, so an absent symbol matches one of the
@@ -145,6 +146,7 @@ export class SymbolFilter {
   /** Where the bucket offsets start in {@link buf}, and the stream after them. */
   private readonly directory: number;
   private readonly stream: number;
+  private readonly where: string;
 
   constructor(raw: Uint8Array, where = "symbol filter") {
     const r = new ByteReader(raw, where);
@@ -164,10 +166,21 @@ export class SymbolFilter {
       );
     }
     this.buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+    this.where = where;
+  }
+
+  /**
+   * Checks the bucket starts (non-decreasing, inside the stream): what a lookup does not
+   * (one that finds its bucket's bounds out of order answers "may hold"); a chunk's CRC
+   * guards them, and decoding a whole chunk checks them too.
+   */
+  check(): void {
     let prev = 0;
     for (let b = 0; b < 2 ** this.d; b++) {
       const start = this.buf.readUInt32LE(this.directory + 4 * b);
-      if (start < prev || start > this.streamBits) r.fail(`bucket ${b} starts at bit ${start}`);
+      if (start < prev || start > this.streamBits) {
+        throw new ChunkError("corrupt", `${this.where}: bucket ${b} starts at bit ${start}`);
+      }
       prev = start;
     }
   }
@@ -186,6 +199,8 @@ export class SymbolFilter {
       bucket + 1 < 2 ** this.d
         ? this.buf.readUInt32LE(this.directory + 4 * (bucket + 1))
         : this.streamBits;
+    // Bounds out of order (a damaged section whose CRC still matched): fail open.
+    if (p > end || end > this.streamBits) return true;
     const buf = this.buf;
     const at = this.stream;
     const k = this.k;

@@ -193,7 +193,7 @@ export class ChunkReader {
       new ByteReader(tail, "trailer", "truncated", n - TRAILER_BYTES).u32le() + TRAILER_BYTES;
     if (footerBytes > n) return Math.min(size, footerBytes);
     try {
-      const footer = readFooter(tail, size, size - n, undefined);
+      const footer = readFooter(tail, size, size - n, undefined, false);
       return footer.filter === undefined
         ? size - footer.symbolsOffset
         : size - footer.filter.offset;
@@ -215,7 +215,7 @@ export class ChunkReader {
     if (tail.byteLength < TRAILER_BYTES || size < HEADER_BYTES + TRAILER_BYTES) {
       throw new ChunkError("truncated", `a tail of ${tail.byteLength} bytes has no trailer`);
     }
-    const footer = readFooter(tail, size, base, undefined);
+    const footer = readFooter(tail, size, base, undefined, false);
     return footer.filter === undefined ? undefined : filterAt(tail, base, footer.filter);
   }
 
@@ -377,6 +377,7 @@ export class ChunkReader {
   check(): void {
     this.symbols.check();
     this.blockSymbols?.decode();
+    this.filter?.check();
   }
 
   private readonly symbolAt = (i: number): string => this.symbols.get(i);
@@ -426,12 +427,15 @@ interface Footer {
  * against the object's size and the format's limits. `version` is the header's, when
  * `bytes` holds it; a tail's is the footer's shape (version 1 ends after the block
  * records; version 3 says how long its symbol filter is after the block symbols').
+ * Without `withBlocks`, the block records are stepped over and `blocks` is empty (what
+ * reads a chunk's end needs none of them).
  */
 function readFooter(
   bytes: Uint8Array,
   size: number,
   base: number,
   version: number | undefined,
+  withBlocks = true,
 ): Footer {
   const trailer = new ByteReader(bytes, "trailer", "truncated", size - TRAILER_BYTES - base);
   const footerLength = trailer.u32le();
@@ -458,12 +462,18 @@ function readFooter(
   // Each block record takes at least 6 bytes: checked before the array is allocated.
   const blockCount = f.uvarint(Math.floor(f.remaining / 6));
   if (blockCount === 0) f.fail("no blocks");
-  const blocks: BlockMeta[] = new Array<BlockMeta>(blockCount);
+  const blocks: BlockMeta[] = new Array<BlockMeta>(withBlocks ? blockCount : 0);
   let expected = HEADER_BYTES;
   let entryCount = 0;
   let from = 0n;
   let through = 0n;
-  for (let i = 0; i < blockCount; i++) {
+  // A reader of the end alone steps over the block records: their values are checked by
+  // the reader that reads blocks.
+  if (!withBlocks) {
+    for (let i = 0; i < 6 * blockCount; i++) f.skipVarint();
+    expected = symbolsOffset;
+  }
+  for (let i = 0; withBlocks && i < blockCount; i++) {
     const offset = f.uvarint(footerStart);
     const length = f.uvarint(footerStart);
     const rawLength = f.uvarint(MAX_BLOCK_RAW_BYTES);
