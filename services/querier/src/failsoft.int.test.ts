@@ -235,7 +235,6 @@ describe("what is left out is logged once and counted", () => {
         ctx,
       );
       expect(stats.streams).toBe(1);
-      ctx.close();
     }
     const series = lines.filter((l) => l.labels === POISONED);
     expect(series).toHaveLength(1);
@@ -267,7 +266,6 @@ describe("what is left out is logged once and counted", () => {
       extractBloomTests(expr),
       ctx,
     );
-    ctx.close();
     expect(planned).toHaveLength(1); // kept: "may match"
     expect(ctx.stats.bloom?.failedOpen).toEqual({ gateway_error: 1 });
     const logged = lines.find((l) => l.reason === "gateway_error");

@@ -157,7 +157,6 @@ describe("readSeries over several segments", () => {
           const through = from + BigInt(minutes) * 60n * S;
           const ctx = new QueryContext(DEFAULT_QUERY_LIMITS);
           const got = await readSeries(parts, "t", from, through, ctx, selectors);
-          ctx.close();
           expect(got).toEqual(await reference(from, through, selectors));
         },
       ),
@@ -172,9 +171,7 @@ describe("readSeries over several segments", () => {
     };
     const read = async (from: bigint, through: bigint) => {
       const ctx = new QueryContext(DEFAULT_QUERY_LIMITS);
-      const got = await readSeries(fresh.parts, "t", from, through, ctx);
-      ctx.close();
-      return got;
+      return await readSeries(fresh.parts, "t", from, through, ctx);
     };
     // The first day's segments, then both days': a merge of the first day's alone would
     // miss what the second day's segments list.

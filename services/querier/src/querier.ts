@@ -353,9 +353,11 @@ export class Querier {
     this.checkLength(limits, start, end);
     const ctx = new QueryContext(limits);
     const stepMs = Number(step / 1_000_000n);
-    const data = await this.parts.ingesters.patterns(
-      { tenant, selector: query, start, end, stepMs: Math.max(1, stepMs) },
-      ctx.callOptions(),
+    const data = await ctx.race(
+      this.parts.ingesters.patterns(
+        { tenant, selector: query, start, end, stepMs: Math.max(1, stepMs) },
+        ctx.callOptions(),
+      ),
     );
     return { status: "success", data };
   }
