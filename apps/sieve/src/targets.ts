@@ -20,7 +20,13 @@ import {
   type IngesterConfig,
   type IngesterHandle,
 } from "@sieve/ingester";
-import { QueryPool, createQuerier, querierPlugin, type WorkerSetup } from "@sieve/querier";
+import {
+  QueryPool,
+  createQuerier,
+  querierPlugin,
+  skipIdleIngesters,
+  type WorkerSetup,
+} from "@sieve/querier";
 import {
   KafkaQueueConsumer,
   KafkaQueueWriter,
@@ -326,7 +332,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           registry,
           logger,
           ...(ingester !== undefined
-            ? { ingesters: ingester }
+            ? { ingesters: skipIdleIngesters(ingester, ingester.memory) }
             : config.cluster.ingesterUrls.length > 0 && {
                 ingesters: new IngesterHttpClient({ urls: config.cluster.ingesterUrls }),
               }),

@@ -10,6 +10,7 @@
 import type { SegmentChunk } from "@sieve/index";
 import type { ChunkFilter, IngesterQuerier } from "@sieve/proto";
 import type { ObjectStore } from "@sieve/storage";
+import { memoryMayHold } from "@sieve/kit";
 import { QueryError } from "./errors.js";
 
 /** What the querier needs of the object store: chunks and index segments. */
@@ -54,6 +55,31 @@ export const NO_INGESTERS: IngesterQuerier = {
   patterns: () => Promise.resolve([]),
   querySample: () => Promise.resolve([]),
 };
+
+/**
+ * `ingesters` that in-process ingesters' watermarks (kit's `MemoryWatermark`, `memory`)
+ * spare a call whose range none of them can hold: its empty answer is made here, without
+ * the hop to every ingest worker and back (~0.15 ms of a needle over flushed data). The
+ * querier has parsed the request already, so nothing the ingesters would refuse is
+ * answered empty. Patterns outlive the heads: always asked.
+ */
+export function skipIdleIngesters(
+  ingesters: IngesterQuerier,
+  memory: SharedArrayBuffer,
+): IngesterQuerier {
+  // Ranges end inclusive for some calls: one nanosecond more is asked either way.
+  const idle = (req: { readonly end: bigint }): boolean => !memoryMayHold(memory, req.end + 1n);
+  return {
+    query: (req, options) => (idle(req) ? Promise.resolve([]) : ingesters.query(req, options)),
+    series: (req, options) => (idle(req) ? Promise.resolve([]) : ingesters.series(req, options)),
+    volume: (req, options) => (idle(req) ? Promise.resolve([]) : ingesters.volume(req, options)),
+    stats: (req, options) =>
+      idle(req) ? NO_INGESTERS.stats(req, options) : ingesters.stats(req, options),
+    patterns: (req, options) => ingesters.patterns(req, options),
+    querySample: (req, options) =>
+      idle(req) ? Promise.resolve([]) : ingesters.querySample(req, options),
+  };
+}
 
 /**
  * The ingesters as a query sees them: a refusal of theirs that is the query's fault (a 4xx

@@ -30,6 +30,7 @@ export function createQuerier(
 export type { Querier, ResultEntry } from "./querier.js";
 export { querierPlugin } from "./http.js";
 export { QueryPool } from "./pool.js";
+export { skipIdleIngesters } from "./deps.js";
 export type { WorkerSetup } from "./pool.js";
 export { loadConfig, DEFAULT_CONFIG } from "./config.js";
 export type { QuerierConfig } from "./config.js";

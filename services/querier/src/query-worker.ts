@@ -4,7 +4,6 @@
  * same function the in-process server calls.
  */
 import { MessageChannel, parentPort, type MessagePort } from "node:worker_threads";
-import { memoryMayHold } from "@sieve/kit";
 import { openStore, type ObjectStore } from "@sieve/storage";
 import { workerData } from "piscina";
 import type {
@@ -16,9 +15,9 @@ import type {
   IngesterStream,
   IngesterVolume,
   IngesterStats,
-  IngesterPatternsRequest,
   PatternSeries,
 } from "@sieve/proto";
+import { skipIdleIngesters } from "./deps.js";
 import { QueryError } from "./errors.js";
 import { handleQuery, type QueryAnswer } from "./handler.js";
 import type { PortCall, PortOffer, PortReply, WorkerSetup, WorkerTask } from "./pool.js";
@@ -116,28 +115,16 @@ async function build(setup: WorkerSetup, store: ObjectStore, caller: PortCaller)
   }
   let ingesters: IngesterQuerier | undefined;
   if (setup.ingesters === "port") {
-    const memory = setup.memory;
-    // Ranges end inclusive for some calls: one nanosecond more is asked either way.
-    const gated =
-      <T>(call: PortCall["call"], empty: () => T) =>
-      (req: { readonly end: bigint }): Promise<T> =>
-        memory === undefined || memoryMayHold(memory, req.end + 1n)
-          ? caller.call<T>(call, req)
-          : Promise.resolve(empty());
-    ingesters = {
-      query: gated<IngesterStream[]>("query", () => []),
-      series: gated<{ labels: string; fingerprint: bigint }[]>("series", () => []),
-      volume: gated<IngesterVolume[]>("volume", () => []),
-      stats: gated<IngesterStats>("stats", () => ({
-        streams: 0,
-        chunks: 0,
-        bytes: 0,
-        entries: 0,
-      })),
-      // Patterns outlive the heads: always asked.
-      patterns: (req: IngesterPatternsRequest) => caller.call<PatternSeries[]>("patterns", req),
-      querySample: gated<IngesterSamplePart[]>("sample", () => []),
+    const port: IngesterQuerier = {
+      query: (req) => caller.call<IngesterStream[]>("query", req),
+      series: (req) => caller.call<{ labels: string; fingerprint: bigint }[]>("series", req),
+      volume: (req) => caller.call<IngesterVolume[]>("volume", req),
+      stats: (req) => caller.call<IngesterStats>("stats", req),
+      patterns: (req) => caller.call<PatternSeries[]>("patterns", req),
+      querySample: (req) => caller.call<IngesterSamplePart[]>("sample", req),
     };
+    // Skipped when they hold nothing of the range: no hop to the main thread either.
+    ingesters = setup.memory === undefined ? port : skipIdleIngesters(port, setup.memory);
   } else if (setup.ingesters !== "none") {
     const { IngesterHttpClient } = await import("@sieve/ingester");
     ingesters = new IngesterHttpClient(setup.ingesters);
