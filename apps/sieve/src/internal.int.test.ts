@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeQueryResponse, encodeQueryRequest, encodeTailRequest } from "@sieve/proto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnSieve, type SieveProcess } from "./sieve.test-helper.js";
+import { spawnSieve, waitFor, type SieveProcess } from "./sieve.test-helper.js";
 
 const PROTOBUF = "application/x-protobuf";
 const INTERNAL_ROUTES = [
@@ -77,14 +77,20 @@ describe("sieve all with server.internalPort", () => {
   it("serves the internal APIs on the internal port", async () => {
     await pushOne(sieve.url);
     const query = INTERNAL_ROUTES[1]!;
-    const response = await fetch(new URL(query.path, sieve.internalUrl), {
-      method: "POST",
-      headers: { "content-type": PROTOBUF, "x-scope-orgid": "fake" },
-      body: query.body,
-    });
-    expect(response.status).toBe(200);
-    const streams = decodeQueryResponse(new Uint8Array(await response.arrayBuffer()));
-    expect(streams.flatMap((s) => s.entries.map((e) => e.line))).toContain("line");
+    // An acknowledged push is in the write-ahead log; an ingest worker applies it a moment
+    // later (reads are eventually consistent, as Loki's Kafka ingest path): poll until then.
+    const lines = await waitFor(async () => {
+      const response = await fetch(new URL(query.path, sieve.internalUrl), {
+        method: "POST",
+        headers: { "content-type": PROTOBUF, "x-scope-orgid": "fake" },
+        body: query.body,
+      });
+      expect(response.status).toBe(200);
+      const streams = decodeQueryResponse(new Uint8Array(await response.arrayBuffer()));
+      const got = streams.flatMap((s) => s.entries.map((e) => e.line));
+      return got.length > 0 ? got : undefined;
+    }, "the ingester to hold the pushed line");
+    expect(lines).toEqual(["line"]);
     expect(await post(sieve.internalUrl, "/flush", "")).toBe(204);
   });
 
