@@ -22,11 +22,14 @@ import {
 } from "@sieve/ingester";
 import {
   QueryPool,
+  createInlineQueries,
   createQuerier,
   querierPlugin,
   skipIdleIngesters,
+  type InlineQueries,
   type WorkerSetup,
 } from "@sieve/querier";
+import type { IngesterQuerier } from "@sieve/proto";
 import {
   KafkaQueueConsumer,
   KafkaQueueWriter,
@@ -147,6 +150,19 @@ function querierSetup(
     logLevel: logger.level,
     retention: retentionConfig(config.compactor),
   };
+}
+
+/**
+ * The ingesters a querier on the main thread reads: this process's (skipped while they
+ * hold nothing of a query's range), or the cluster's over HTTP, or none.
+ */
+function inProcessIngesters(
+  config: SieveConfig,
+  ingester: IngesterHandle | undefined,
+): { ingesters?: IngesterQuerier } {
+  if (ingester !== undefined) return { ingesters: skipIdleIngesters(ingester, ingester.memory) };
+  const urls = config.cluster.ingesterUrls;
+  return urls.length > 0 ? { ingesters: new IngesterHttpClient({ urls }) } : {};
 }
 
 function kafkaOptions(config: SieveConfig) {
@@ -308,8 +324,11 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         // Queries run on worker threads (issue 10): each worker opens the store and, with
         // no gateway addresses, prunes over it itself; an in-process ingester is reached
         // over a port to this thread.
+        // Needle queries begin on this thread (inline.ts), over a share of the caches.
+        const inlined = querierConfig.inlineBudgetMs > 0;
         const pool = new QueryPool({
           workers: querierConfig.workers,
+          shares: querierConfig.workers + (inlined ? 1 : 0),
           heapMb: querierConfig.workerHeapMb,
           setup: {
             ...querierSetup(config, ingester, logger),
@@ -320,8 +339,27 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           logger,
         });
         closers.push(() => pool.close());
-        await pool.ready();
-        await app.register(querierPlugin({ pool, ...common }));
+        let inline: InlineQueries | undefined;
+        if (inlined) {
+          const chunkFilter = gateway ?? chunkFilterOf(config, store!, logger, registry);
+          inline = createInlineQueries(
+            pool,
+            {
+              store: store!,
+              chunkFilter,
+              retention: retentionConfig(config.compactor),
+              ...(storeWrites !== undefined && { storeWrites }),
+              ...inProcessIngesters(config, ingester),
+            },
+            querierConfig.inlineBudgetMs,
+          );
+          const local = chunkFilter instanceof BloomGateway;
+          const bloomBytes = local ? Math.floor(config.bloomGateway.cacheMaxBytes / 2) : 0;
+          await Promise.all([pool.ready(), inline.ready(store!, bloomBytes, logger)]);
+        } else await pool.ready();
+        await app.register(
+          querierPlugin({ pool, ...(inline !== undefined && { inline }), ...common }),
+        );
       } else {
         const querier = createQuerier({
           config: querierConfig,
@@ -331,11 +369,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           chunkFilter: gateway ?? chunkFilterOf(config, store!, logger, registry),
           registry,
           logger,
-          ...(ingester !== undefined
-            ? { ingesters: skipIdleIngesters(ingester, ingester.memory) }
-            : config.cluster.ingesterUrls.length > 0 && {
-                ingesters: new IngesterHttpClient({ urls: config.cluster.ingesterUrls }),
-              }),
+          ...inProcessIngesters(config, ingester),
         });
         await app.register(querierPlugin({ querier, ...common }));
       }

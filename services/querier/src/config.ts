@@ -107,6 +107,12 @@ export interface QuerierConfig {
   /** V8 heap cap of each query worker, MiB: a query past it gets a 400, nothing else dies. */
   readonly workerHeapMb: number;
   /**
+   * With `workers` > 0: a needle query (a log query with a structured-metadata test) begins on the main
+   * thread, one at a time, and goes to a worker past this many milliseconds or 2,000
+   * chunks in range (inline.ts); 0: every query runs on a worker.
+   */
+  readonly inlineBudgetMs: number;
+  /**
    * Loki's `split_queries_by_interval`: a metric range query's steps are cut at multiples
    * of this, and the parts run `splitConcurrency` at a time; 0 does not split.
    */
@@ -144,6 +150,7 @@ export const DEFAULT_CONFIG: QuerierConfig = {
   queryReadyDays: 1,
   workers: availableParallelism(),
   workerHeapMb: 1024,
+  inlineBudgetMs: 5,
   splitQueriesByIntervalMs: 3_600_000,
   splitConcurrency: 4,
   limits: DEFAULT_QUERY_LIMITS,
@@ -188,6 +195,8 @@ const SCHEMA = defineSchema({
       "days of index each query worker loads before it takes queries (the segments of the last N × 24 h), with their bloom blocks up to half its bloom cache (`query_ready_num_days`); 0 = read at first use",
     workers: "worker threads running queries, one query each; 0: on the main thread",
     workerHeapMb: "V8 heap cap of each query worker, MiB (a query past it gets a 400)",
+    inlineBudgetMs:
+      "with `workers` > 0, needle queries (a metadata test) begin on the main thread, one at a time; past this many ms or 2,000 chunks in range, on a worker; 0 = none",
     splitQueriesByIntervalMs:
       "a metric range query is cut at multiples of this, its parts evaluated apart (`split_queries_by_interval`); 0 = no split",
     splitConcurrency: "parts of one split metric query evaluated at once (bounded pool)",

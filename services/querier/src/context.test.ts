@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { DEFAULT_QUERY_LIMITS } from "./config.js";
-import { QueryContext } from "./context.js";
+import { OverBudget, QueryContext } from "./context.js";
 import { ERR_DEADLINE_EXCEEDED, QueryError } from "./errors.js";
 
 const withTimeout = (queryTimeoutMs: number): QueryContext =>
@@ -100,5 +100,40 @@ describe("a query's deadline", () => {
     expect(() => {
       ctx.check();
     }).not.toThrow();
+  });
+});
+
+describe("a query's budget (a needle on the main thread: inline.ts)", () => {
+  const budgeted = (ms: number, queryTimeoutMs = 60_000): QueryContext =>
+    new QueryContext({ ...DEFAULT_QUERY_LIMITS, queryTimeoutMs }, false, { ms, chunks: 100 });
+
+  test("past its time, a check and every pending race fail with OverBudget, not Loki's timeout", async () => {
+    const ctx = budgeted(20);
+    const before = timers();
+    const pending = ctx.race(stopsOn(ctx.signal));
+    await expect(pending).rejects.toBeInstanceOf(OverBudget);
+    expect(ctx.signal.aborted).toBe(true);
+    expect(timers()).toBe(before);
+    expect(() => {
+      ctx.check();
+    }).toThrow(OverBudget);
+    await expect(ctx.race(Promise.resolve(1))).rejects.toBeInstanceOf(OverBudget);
+  });
+
+  test("a timeout shorter than the budget is still the timeout", async () => {
+    const ctx = budgeted(10_000, 20);
+    await timedOut(ctx.race(never));
+  });
+
+  test("within it, races and checks pass; chunks in range are refused past its count", async () => {
+    const ctx = budgeted(10_000);
+    expect(await ctx.race(Promise.resolve("ok"))).toBe("ok");
+    ctx.check();
+    ctx.afford(100);
+    expect(() => {
+      ctx.afford(101);
+    }).toThrow(OverBudget);
+    // Without a budget there is no count to pass.
+    withTimeout(0).afford(1_000_000);
   });
 });

@@ -71,6 +71,23 @@ function timeoutReason(): DOMException {
   return new DOMException("The operation was aborted due to timeout", "TimeoutError");
 }
 
+/**
+ * What a query on the main thread may spend before it is handed to a query worker (see
+ * inline.ts): wall time, and chunks in range (its bloom stage is one synchronous pass).
+ */
+export interface QueryBudget {
+  readonly ms: number;
+  readonly chunks: number;
+}
+
+/**
+ * A query went past its {@link QueryBudget}: not an answer, but a sign to run it again
+ * where time is not counted so (a query worker). Nothing of the attempt is kept.
+ */
+export class OverBudget extends Error {
+  override readonly name = "OverBudget";
+}
+
 /** The deadline, counters, memory budget and, when asked, explain of one query. */
 export class QueryContext {
   readonly stats = new QueryStats();
@@ -80,6 +97,8 @@ export class QueryContext {
   private heldBytes = 0;
   readonly started = performance.now();
   private readonly deadline: number;
+  /** Whether {@link deadline} is the budget's end (an {@link OverBudget}), not the timeout. */
+  private readonly budgeted: boolean;
   /** Made at the first use of {@link signal}: most queries hand it to nothing. */
   private controller: AbortController | undefined;
   /** The rejections of the races pending now (see {@link race}). */
@@ -91,10 +110,27 @@ export class QueryContext {
   constructor(
     readonly limits: QueryLimits,
     explain = false,
+    private readonly budget?: QueryBudget,
   ) {
     this.explain = explain ? new Explain() : undefined;
     const timeoutMs = limits.queryTimeoutMs;
-    this.deadline = timeoutMs > 0 ? this.started + timeoutMs : Number.POSITIVE_INFINITY;
+    const timeout = timeoutMs > 0 ? this.started + timeoutMs : Number.POSITIVE_INFINITY;
+    const end = budget === undefined ? Number.POSITIVE_INFINITY : this.started + budget.ms;
+    this.budgeted = end < timeout;
+    this.deadline = Math.min(timeout, end);
+  }
+
+  /** What passing the deadline throws: Loki's timeout, or {@link OverBudget}. */
+  private late(): Error {
+    return this.budgeted
+      ? new OverBudget(`past the budget of ${this.budget!.ms} ms`)
+      : new QueryError("timeout", ERR_DEADLINE_EXCEEDED);
+  }
+
+  /** Throws {@link OverBudget} when a budget is set and `chunks` in range pass it. */
+  afford(chunks: number): void {
+    const max = this.budget?.chunks;
+    if (max !== undefined && chunks > max) throw new OverBudget(`${chunks} chunks in range`);
   }
 
   /**
@@ -110,9 +146,9 @@ export class QueryContext {
     return this.controller.signal;
   }
 
-  /** Throws the timeout error once the deadline has passed. */
+  /** Throws the timeout error (or {@link OverBudget}) once the deadline has passed. */
   check(): void {
-    if (performance.now() > this.deadline) throw new QueryError("timeout", ERR_DEADLINE_EXCEEDED);
+    if (performance.now() > this.deadline) throw this.late();
   }
 
   /**
@@ -153,7 +189,7 @@ export class QueryContext {
     if (this.expired || left <= 0) {
       p.catch(() => undefined); // settled later, by nobody: not an unhandled rejection
       this.expire();
-      return Promise.reject(new QueryError("timeout", ERR_DEADLINE_EXCEEDED));
+      return Promise.reject(this.late());
     }
     return new Promise<T>((resolve, reject) => {
       this.waiting.add(reject);
@@ -167,9 +203,7 @@ export class QueryContext {
         },
         (error: unknown) => {
           this.settled(reject);
-          reject(
-            this.expired ? new QueryError("timeout", ERR_DEADLINE_EXCEEDED) : (error as Error),
-          );
+          reject(this.expired ? this.late() : (error as Error));
         },
       );
     });
@@ -191,7 +225,7 @@ export class QueryContext {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.controller?.abort(timeoutReason());
-    for (const reject of this.waiting) reject(new QueryError("timeout", ERR_DEADLINE_EXCEEDED));
+    for (const reject of this.waiting) reject(this.late());
     this.waiting.clear();
   }
 

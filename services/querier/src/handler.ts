@@ -6,6 +6,7 @@
  */
 import { TEXT_ERROR_TYPE, textErrorBody } from "@sieve/kit";
 import { LogqlError } from "@sieve/logql";
+import { OverBudget } from "./context.js";
 import { QueryError, tooLarge } from "./errors.js";
 import type { ReadReportCounts } from "./labels.js";
 import { applyInterval, queryResponse, toStreams } from "./marshal.js";
@@ -252,8 +253,8 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
 
 /**
  * Runs one request of the query API on `querier`: parse the form, plan, fetch, evaluate,
- * and marshal the JSON body. Never throws: every failure is an answer (see
- * {@link answerOfError}).
+ * and marshal the JSON body. Every failure is an answer (see {@link answerOfError}) but
+ * one: a querier with a budget ({@link Querier.withBudget}) throws {@link OverBudget}.
  */
 export async function handleQuery(querier: Querier, task: QueryTask): Promise<QueryAnswer> {
   try {
@@ -265,6 +266,7 @@ export async function handleQuery(querier: Querier, task: QueryTask): Promise<Qu
       ...(stats !== undefined && { counts: countsOf(stats) }),
     };
   } catch (error) {
+    if (error instanceof OverBudget) throw error;
     return answerOfError(error);
   }
 }

@@ -15,13 +15,18 @@ import {
 import { FLAG_CATEGORIZE_LABELS } from "./marshal.js";
 import type { QuerierMetrics } from "./metrics.js";
 import { nowNs } from "./params.js";
+import type { InlineQueries } from "./inline.js";
 import type { QueryPool } from "./pool.js";
 import type { Querier } from "./querier.js";
 import type { IngesterTailer } from "@sieve/proto";
 import { tailPlugin } from "./tail-http.js";
 
-/** What runs the queries: a querier in this thread, or a pool of worker threads. */
-export type QueryRunner = { readonly querier: Querier } | { readonly pool: QueryPool };
+/**
+ * What runs the queries: a querier in this thread, or a pool of worker threads (with,
+ * optionally, this thread's lane for needle queries: inline.ts).
+ */
+export type QueryRunner =
+  { readonly querier: Querier } | { readonly pool: QueryPool; readonly inline?: InlineQueries };
 
 /** What the querier's HTTP side needs. */
 export type QuerierHttpDeps = QueryRunner & {
@@ -72,13 +77,15 @@ function encodingFlags(request: FastifyRequest): string[] {
  * routes only, so `sieve all` mounts it beside the push route.
  *
  * With a `pool`, this thread only reads the tenant and the form and writes the answer:
- * each query runs on a worker thread (see {@link QueryPool}).
+ * each query runs on a worker thread (see {@link QueryPool}), but the needle queries the
+ * `inline` lane answers within its budget (see {@link InlineQueries}).
  */
 export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
   return (app, _options, done) => {
     const now = deps.now ?? nowNs;
     const pool = "pool" in deps ? deps.pool : undefined;
     const querier = "querier" in deps ? deps.querier : undefined;
+    const inline = "pool" in deps ? deps.inline : undefined;
     // In process, the querier counts as it goes; from a worker, the answer brings the counts.
     const metrics: QuerierMetrics | undefined =
       pool !== undefined ? pool.metrics : querier?.metrics;
@@ -107,6 +114,9 @@ export function querierPlugin(deps: QuerierHttpDeps): FastifyPluginCallback {
 
     const run = async (task: QueryTask, started: number): Promise<QueryAnswer> => {
       if (pool === undefined) return handleQuery(querier!, task);
+      // Counted as it ran (its querier counts on the pool's metrics).
+      const inlined = await inline?.run(task);
+      if (inlined !== undefined) return inlined;
       const answer = await pool.run(task, started);
       if (answer.readReport !== undefined) pool.report.add(answer.readReport);
       const c = answer.counts;

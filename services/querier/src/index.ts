@@ -8,7 +8,9 @@
  */
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
+import { InlineQueries } from "./inline.js";
 import { ReadReport } from "./labels.js";
+import type { QueryPool } from "./pool.js";
 import { QuerierMetrics } from "./metrics.js";
 import { Querier, type QuerierDeps } from "./querier.js";
 
@@ -27,6 +29,25 @@ export function createQuerier(
   });
 }
 
+/**
+ * The main thread's lane for needle queries beside `pool` (inline.ts): a querier over one
+ * share of the caches (`pool.shared`), counting on the pool's metrics and read report.
+ */
+export function createInlineQueries(
+  pool: QueryPool,
+  deps: Omit<QuerierDeps, "config" | "metrics" | "report">,
+  budgetMs: number,
+): InlineQueries {
+  const querier = new Querier({
+    ...deps,
+    config: pool.shared.config,
+    ...(pool.metrics !== undefined && { metrics: pool.metrics }),
+    report: pool.report,
+  });
+  return new InlineQueries(querier, budgetMs);
+}
+
+export type { InlineQueries } from "./inline.js";
 export type { Querier, ResultEntry } from "./querier.js";
 export { querierPlugin } from "./http.js";
 export { QueryPool } from "./pool.js";

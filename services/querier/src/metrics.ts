@@ -22,6 +22,11 @@ export class QuerierMetrics {
    * observed false-positive rate is fp / (fp + pruned), blooms having no false negatives.
    */
   readonly falsePositiveChunks: Counter<"tenant">;
+  /**
+   * Needle queries begun on the main thread (inline.ts), by outcome: `answered` there, or
+   * `over_budget` and answered by a query worker.
+   */
+  readonly inlineQueries: Counter<"outcome">;
   /** Tails open now (Loki's `loki_querier_tail_active`). */
   readonly tailsActive: Gauge;
   /** Tails ended by the server, by reason (`TAIL_CLOSE` in tail.ts). */
@@ -73,6 +78,12 @@ export class QuerierMetrics {
       name: "sieve_querier_bloom_false_positive_chunks_total",
       help: "Chunks a bloom test kept that held no entry passing it (read whole), by tenant.",
       labelNames: ["tenant"],
+      registers,
+    });
+    this.inlineQueries = new Counter({
+      name: "sieve_querier_inline_queries_total",
+      help: "Needle queries begun on the main thread, by outcome (answered there, or over_budget and answered by a query worker).",
+      labelNames: ["outcome"],
       registers,
     });
     this.tailsActive = new Gauge({

@@ -13,7 +13,7 @@ import {
 } from "@sieve/index";
 import { withoutLineTests, type BloomTest, type Matcher } from "@sieve/logql";
 import { testedPart } from "./audit.js";
-import type { QuerierParts, QueryContext } from "./context.js";
+import { OverBudget, type QuerierParts, type QueryContext } from "./context.js";
 import { KEEP_ALL_FILTER } from "./deps.js";
 import type { ChunkVerdict, FilterResponse, FilterSeries } from "@sieve/proto";
 import { QueryError, maxChunks } from "./errors.js";
@@ -183,6 +183,8 @@ export async function plan(
   parts.metrics?.chunksInRange.inc(inRange);
   const max = ctx.limits.maxChunksPerQuery;
   if (max > 0 && inRange > max) throw maxChunks(max, inRange);
+  // On the main thread, a query over more chunks goes to a worker before its bloom stage.
+  ctx.afford(inRange);
   // Line leaves test the n-grams a bloom holds: over series none of whose blooms have them
   // (the index says which), only the metadata part can prune, and a chunk whose bloom has
   // none is not sent when the metadata part is nothing (a plain `|= "x"`).
@@ -273,7 +275,8 @@ export async function plan(
     }
     for (const v of response.verdicts ?? []) verdicts.set(chunkId(v.fingerprint, v), v);
   } catch (error) {
-    if (error instanceof QueryError) throw error; // the query's own deadline
+    // The query's own deadline, or its budget on the main thread.
+    if (error instanceof QueryError || error instanceof OverBudget) throw error;
     // Invariant 1: a gateway that fails means "may match", never "no match".
     failed = failOpenReason(error);
     stats.bloom = {

@@ -63,6 +63,11 @@ export interface WorkerSetup {
 export interface QueryPoolOptions {
   /** Worker threads; default `os.availableParallelism()`. */
   readonly workers?: number;
+  /**
+   * Threads the cache budgets are shared among: default `workers`; one more when the main
+   * thread runs needle queries too (inline.ts), over the share {@link QueryPool.shared} names.
+   */
+  readonly shares?: number;
   /** V8 old-generation heap cap of each worker, MiB; default 1024. */
   readonly heapMb?: number;
   readonly setup: WorkerSetup;
@@ -115,11 +120,11 @@ interface TaskCalls {
 const PING_HOLD_MS = 20;
 
 /**
- * The setup each of `workers` runs with: the cache budgets are the process's, so each
- * worker holds an equal share of them.
+ * The setup each worker runs with: the cache budgets are the process's, so each of
+ * `shares` threads holds an equal share of them.
  */
-function shareCaches(setup: WorkerSetup, workers: number): WorkerSetup {
-  const share = (bytes: number): number => Math.max(1, Math.floor(bytes / workers));
+function shareCaches(setup: WorkerSetup, shares: number): WorkerSetup {
+  const share = (bytes: number): number => Math.max(1, Math.floor(bytes / shares));
   const { config, chunkFilter } = setup;
   return {
     ...setup,
@@ -158,6 +163,8 @@ export class QueryPool {
   readonly report: ReadReport;
   /** The querier configuration the workers run with (limits are read here too). */
   readonly config: QuerierConfig;
+  /** What each worker runs with: the setup, its cache budgets a share of the process's. */
+  readonly shared: WorkerSetup;
   readonly heapMb: number;
   private readonly piscina: Piscina<WorkerTask, QueryAnswer>;
   private readonly usesPort: boolean;
@@ -183,9 +190,10 @@ export class QueryPool {
       ...(options.registry !== undefined && { registry: options.registry }),
       ...(options.logger !== undefined && { logger: options.logger }),
     });
+    this.shared = shareCaches(setup, options.shares ?? workers);
     this.piscina = new Piscina<WorkerTask, QueryAnswer>({
       filename: WORKER_URL.href,
-      workerData: shareCaches(setup, workers),
+      workerData: this.shared,
       minThreads: workers,
       maxThreads: workers,
       // One query per worker: terminating a worker at a deadline ends only that query.

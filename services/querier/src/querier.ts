@@ -26,7 +26,12 @@ import {
 import { ObjectCache } from "./cache.js";
 import { SegmentListings } from "./listings.js";
 import { limitsFor, smallestLimits, type QuerierConfig, type QueryLimits } from "./config.js";
-import { QueryContext, type LoadedSegment, type QuerierParts } from "./context.js";
+import {
+  QueryContext,
+  type LoadedSegment,
+  type QuerierParts,
+  type QueryBudget,
+} from "./context.js";
 import { StoreDeleteRequests, type DeleteRequestsSource } from "./deletes.js";
 import { FIRST_END_BYTES, TailSizes, type ChunkEnd } from "./fetch.js";
 import { KEEP_ALL_FILTER, NO_INGESTERS, ingesterRefusalsAs400, type QuerierStore } from "./deps.js";
@@ -102,6 +107,8 @@ export class Querier {
   readonly chunks: ObjectCache<ChunkReader>;
   /** Chunk ends (footer and symbol filter) of chunks a query read no further (fetch.ts). */
   readonly chunkEnds: ObjectCache<ChunkEnd>;
+  /** What each query may spend before it gives up with `OverBudget` ({@link withBudget}). */
+  private readonly budget: QueryBudget | undefined = undefined;
 
   constructor(deps: QuerierDeps) {
     this.config = deps.config;
@@ -163,6 +170,16 @@ export class Querier {
   }
 
   /**
+   * This querier over the same parts, its queries giving up with `OverBudget` past
+   * `budget` (what a query on the main thread may spend: inline.ts).
+   */
+  withBudget(budget: QueryBudget): Querier {
+    const view = Object.create(this) as Querier;
+    Object.defineProperty(view, "budget", { value: budget });
+    return view;
+  }
+
+  /**
    * The limits of `tenant`; of several (`a|b`, a multi-tenant read), each the smallest
    * positive one of theirs, as Loki's `SmallestPositiveNonZero…PerTenant`.
    */
@@ -194,7 +211,7 @@ export class Querier {
     const max = limits.maxEntriesLimitPerQuery;
     if (max > 0 && q.limit > max) throw maxEntriesLimit(q.limit, max);
     this.checkLength(limits, q.start, q.end);
-    const ctx = new QueryContext(limits, q.explain);
+    const ctx = new QueryContext(limits, q.explain, this.budget);
     const entries = await runLogs(this.parts, expr, q, ctx);
     ctx.stats.entriesReturned = entries.length;
     return { entries, stats: ctx.stats, ...explained(ctx) };
@@ -212,7 +229,7 @@ export class Querier {
       throw new QueryError("bad_request", "a log query has no samples: use a metric query");
     const limits = this.limits(tenant);
     this.checkLength(limits, p.startNs, p.endNs);
-    const ctx = new QueryContext(limits, explain);
+    const ctx = new QueryContext(limits, explain, this.budget);
     // Loki's split_queries_by_interval: the steps cut at multiples of the interval, the
     // parts run `splitConcurrency` at a time on this worker (their fetches and ingester
     // calls overlap), their matrices concatenated: the unsplit result (logql's split.ts).
@@ -285,7 +302,7 @@ export class Querier {
     const selectors = groups.map(parseSelector);
     const limits = this.limits(tenant);
     this.checkLength(limits, start, end);
-    const ctx = new QueryContext(limits);
+    const ctx = new QueryContext(limits, false, this.budget);
     return await selectSeries(this.parts, tenant, groups, selectors, start, end, ctx);
   }
 
@@ -319,7 +336,7 @@ export class Querier {
     const matchers = parseSelector(query);
     const limits = this.limits(tenant);
     this.checkLength(limits, start, end);
-    const ctx = new QueryContext(limits);
+    const ctx = new QueryContext(limits, false, this.budget);
     return await readIndexStats(this.parts, tenant, query, matchers, start, end, ctx);
   }
 
@@ -331,7 +348,7 @@ export class Querier {
     const limits = this.limits(tenant);
     if (!limits.volumeEnabled) throw new QueryError("not_found", "not found");
     this.checkLength(limits, q.start, q.end);
-    const ctx = new QueryContext(limits);
+    const ctx = new QueryContext(limits, false, this.budget);
     const data = await runVolume(this.parts, tenant, q, limits, ctx);
     return { data, stats: ctx.stats };
   }
@@ -351,7 +368,7 @@ export class Querier {
     parseSelector(query);
     const limits = this.limits(tenant);
     this.checkLength(limits, start, end);
-    const ctx = new QueryContext(limits);
+    const ctx = new QueryContext(limits, false, this.budget);
     const stepMs = Number(step / 1_000_000n);
     const data = await ctx.race(
       this.parts.ingesters.patterns(

@@ -22,6 +22,7 @@ import { QueryError } from "./errors.js";
 import { handleQuery, type QueryAnswer } from "./handler.js";
 import type { PortCall, PortOffer, PortReply, WorkerSetup, WorkerTask } from "./pool.js";
 import { ReadReport } from "./labels.js";
+import { readyQuerier } from "./ready.js";
 import { Querier } from "./querier.js";
 
 /**
@@ -143,44 +144,6 @@ async function build(setup: WorkerSetup, store: ObjectStore, caller: PortCaller)
   });
 }
 
-/**
- * Loads the last `queryReadyDays` × 24 hours of every tenant's index (the store's
- * top-level prefixes) and their bloom blocks, then rehearses {@link REHEARSALS} rounds of
- * queries on what it loaded, for at most {@link WARM_MS}: a store that is slow or down
- * delays the start that long and no more; the queries read what was not loaded.
- */
-async function warm(querier: Querier, setup: WorkerSetup, store: ObjectStore): Promise<void> {
-  const days = setup.config.queryReadyDays;
-  if (days <= 0) return;
-  const { pino } = await import("pino");
-  const logger = pino({ level: setup.logLevel ?? "warn" });
-  const local = typeof setup.chunkFilter === "object" && "local" in setup.chunkFilter;
-  const signal = AbortSignal.timeout(WARM_MS);
-  try {
-    const prefixes = await store.listPrefixes("", { signal });
-    const tenants = prefixes.map((p) => p.slice(0, -1)).filter((t) => !t.startsWith("_"));
-    const offline = querier.withoutIngesters();
-    const report = await querier.warm(
-      tenants,
-      {
-        days,
-        bloomBytes: local ? Math.floor(setup.chunkFilter.local.cacheMaxBytes / 2) : 0,
-        rehearsals: REHEARSALS,
-        signal,
-      },
-      (task) => handleQuery(offline, task),
-    );
-    logger.info(report, "query worker loaded the newest index");
-  } catch (error) {
-    logger.warn({ err: error }, "query worker could not load the newest index: read at first use");
-  }
-}
-
-/** The longest a query worker's start waits for its warm-up. */
-const WARM_MS = 10_000;
-/** Rounds of rehearsal queries in a warm-up (three a round; warm.ts). */
-const REHEARSALS = 20;
-
 const setup = workerData as WorkerSetup;
 const caller = new PortCaller();
 // A worker runs one query at a time: a file store's reads block it rather than take a
@@ -188,7 +151,15 @@ const caller = new PortCaller();
 const store = openStore(setup.store, { blockingReads: true });
 // Built and warmed while piscina loads this module: a worker takes no task before.
 const querier = await build(setup, store, caller);
-await warm(querier, setup, store);
+{
+  const { pino } = await import("pino");
+  const local = typeof setup.chunkFilter === "object" && "local" in setup.chunkFilter;
+  await readyQuerier(querier, store, {
+    bloomBytes: local ? Math.floor(setup.chunkFilter.local.cacheMaxBytes / 2) : 0,
+    logger: pino({ level: setup.logLevel ?? "warn" }),
+    what: "query worker",
+  });
+}
 
 /** Runs one task (piscina calls the default export). */
 export default async function run(work: WorkerTask): Promise<QueryAnswer> {

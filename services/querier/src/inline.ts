@@ -1,0 +1,95 @@
+/**
+ * Needle queries on the main thread. A query worker (pool.ts) isolates the main thread from
+ * a heavy query, but each query pays two thread hops for it: the task posted to a worker,
+ * the worker woken, its answer posted back and this thread woken. On this project's 2-core
+ * VM a woken thread also finds its caches cold, and a needle's whole answer takes ~1 ms:
+ * `bench:peers` measured 0.6-0.7 ms a needle between the two ways while querying.
+ *
+ * So a needle query (a log query with a structured-metadata test), which the blooms make
+ * cheap, begins here, one at a time, under a budget: `budgetMs` of wall time and
+ * {@link INLINE_MAX_CHUNKS} chunks in range (its bloom stage is one synchronous pass over
+ * them). Past either it gives up (`OverBudget`), keeps nothing, and the caller runs it on a
+ * worker from the start. The main thread is so held by a query for at most the budget
+ * plus one of the query's synchronous steps (at most `DEADLINE_CHECK_EVERY` lines of a
+ * chunk), and never by two at once: pushes keep being accepted between its steps.
+ */
+import { extractBloomTests, withoutLineTests } from "@sieve/logql";
+import type { ObjectStore } from "@sieve/storage";
+import type { Logger } from "pino";
+import { OverBudget } from "./context.js";
+import { handleQuery, type QueryAnswer, type QueryTask } from "./handler.js";
+import { TENANT_SEPARATOR } from "./multi-tenant.js";
+import { Querier } from "./querier.js";
+import { readyQuerier } from "./ready.js";
+
+/**
+ * Chunks in range an inline query may test against its blooms: ~2,000 chunk refs take the
+ * bloom stage ~1 ms (537 took 0.28 ms in `bench:peers`' wide needle).
+ */
+export const INLINE_MAX_CHUNKS = 2_000;
+
+/** The main thread's lane for needle queries; see the file comment. */
+export class InlineQueries {
+  /** The querier with its budget. */
+  private readonly querier: Querier;
+  private running = false;
+
+  /** `base`: the main thread's querier, over its share of the caches. */
+  constructor(
+    private readonly base: Querier,
+    budgetMs: number,
+    maxChunks = INLINE_MAX_CHUNKS,
+  ) {
+    this.querier = base.withBudget({ ms: budgetMs, chunks: maxChunks });
+  }
+
+  /**
+   * Loads the newest index and bloom blocks and rehearses, as a query worker does before
+   * its first query (ready.ts); `bloomBytes`: what the gateway of this thread may load.
+   */
+  ready(store: ObjectStore, bloomBytes: number, logger: Logger): Promise<void> {
+    return readyQuerier(this.base, store, { bloomBytes, logger, what: "the main thread" });
+  }
+
+  /**
+   * Whether `task` begins here: a log query (range or instant) of one tenant whose
+   * expression has a structured-metadata test the blooms answer, while no other is running
+   * here. A line filter alone is not enough: its blooms (n-grams) are optional per tenant,
+   * and without them it scans every chunk in range. A query that does not
+   * parse is answered here too (its answer is the parser's error).
+   */
+  admits(task: QueryTask): boolean {
+    if (this.running) return false;
+    if (task.route !== "query_range" && task.route !== "query") return false;
+    if (task.tenant.includes(TENANT_SEPARATOR)) return false;
+    const query = new URLSearchParams(task.form).get("query");
+    if (query === null) return true;
+    try {
+      const expr = Querier.parse(query);
+      return expr.kind === "log" && withoutLineTests(extractBloomTests(expr)).kind !== "all";
+    } catch {
+      return true;
+    }
+  }
+
+  /**
+   * The answer to `task` when it ran here within its budget; undefined when it is not for
+   * this thread ({@link admits}) or gave up past the budget: the caller runs it elsewhere.
+   */
+  async run(task: QueryTask): Promise<QueryAnswer | undefined> {
+    if (!this.admits(task)) return undefined;
+    this.running = true;
+    const metrics = this.querier.metrics;
+    try {
+      const answer = await handleQuery(this.querier, task);
+      metrics?.inlineQueries.inc({ outcome: "answered" });
+      return answer;
+    } catch (error) {
+      if (!(error instanceof OverBudget)) throw error;
+      metrics?.inlineQueries.inc({ outcome: "over_budget" });
+      return undefined;
+    } finally {
+      this.running = false;
+    }
+  }
+}
