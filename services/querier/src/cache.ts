@@ -32,6 +32,11 @@ export class ObjectCache<V extends object> {
     });
   }
 
+  /** The budget, bytes. */
+  get maxBytes(): number {
+    return this.lru.maxSize;
+  }
+
   /** Bytes held. */
   get bytes(): number {
     return this.lru.calculatedSize;

@@ -216,7 +216,7 @@ async function readEnd(
  * The end of the chunk at `key` through the cache of chunk ends, read and its footer and
  * filter checked on a miss; `bytes` is what the store sent.
  */
-async function cachedEnd(
+export async function cachedEnd(
   parts: QuerierParts,
   key: string,
   ref: ChunkRef,

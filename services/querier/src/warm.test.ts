@@ -95,3 +95,69 @@ describe("the warm-up's rehearsal", () => {
     expect((await querier.warm(["t"], { ...options, rehearsals: 3 })).rehearsed.queries).toBe(0);
   });
 });
+
+describe("the warm-up's chunk ends", () => {
+  let store: FsObjectStore;
+  let close: () => Promise<void>;
+  /** 24 streams of 30 lines, each in one chunk; stream i ends 20·i minutes before the first. */
+  const STREAMS = 24;
+  const app = (i: number): string => `s${String(i).padStart(2, "0")}`;
+  beforeAll(async () => {
+    ({ store, close } = await tempStore());
+    const streams = Array.from({ length: STREAMS }, (_, i) => ({
+      labels: { app: app(i), env: "prod" },
+      entries: lines(app(i)).map((e) => ({ ...e, timestamp: e.timestamp - BigInt(i) * 1200n * S })),
+    }));
+    await writeFlush(store, "t", streams, 30);
+  });
+  afterAll(() => close());
+
+  /**
+   * The store bytes an absent needle on stream `i` reads (its chunk kept: no gateway here).
+   * A name and a value no chunk holds: the symbol filter says "maybe" to both at 2^-10.
+   */
+  async function absentReads(querier: Querier, i: number): Promise<number> {
+    const answer = await handleQuery(querier, {
+      route: "query_range",
+      form: new URLSearchParams({
+        query: `{app="${app(i)}"} | no_such_key="absent"`,
+        start: String(NOW - 48n * 3600n * S),
+        end: String(NOW),
+      }).toString(),
+      tenant: "t",
+      flags: [],
+      nowNs: NOW,
+    });
+    expect(answer.status).toBe(200);
+    const { sieve } = (
+      JSON.parse(answer.body) as {
+        data: { stats: { sieve: { bytesFetched: number; chunksRefusedByFilter: number } } };
+      }
+    ).data.stats;
+    expect(sieve, app(i)).toMatchObject({ chunksRefusedByFilter: 1 });
+    return sieve.bytesFetched;
+  }
+
+  const warm = (querier: Querier) => querier.warm(["t"], { days: 2, bloomBytes: 0, nowMs: NOW_MS });
+
+  test("are loaded, so that a needle refuses a chunk by its filter without a read", async () => {
+    const querier = new Querier({ config: DEFAULT_CONFIG, store });
+    expect((await warm(querier)).chunkEnds).toBe(STREAMS);
+    for (const i of [0, STREAMS - 1]) expect(await absentReads(querier, i)).toBe(0);
+    // Without the warm-up, the same needle reads the chunk's end.
+    const cold = new Querier({ config: DEFAULT_CONFIG, store });
+    expect(await absentReads(cold, 0)).toBeGreaterThan(0);
+  });
+
+  test("newest first, a batch of 8 at a time, until they hold half their cache", async () => {
+    const all = new Querier({ config: DEFAULT_CONFIG, store });
+    await warm(all);
+    const end = Math.ceil(all.chunkEnds.bytes / STREAMS); // each end weighs about this
+    // An end cache (an eighth of the chunk cache) of 8 ends: the first batch fills its half.
+    const config = { ...DEFAULT_CONFIG, chunkCacheBytes: 64 * end };
+    const querier = new Querier({ config, store });
+    expect((await warm(querier)).chunkEnds).toBe(8);
+    for (let i = 0; i < 8; i++) expect(await absentReads(querier, i)).toBe(0);
+    expect(await absentReads(querier, 8)).toBeGreaterThan(0);
+  });
+});

@@ -1,7 +1,8 @@
 /**
  * A querier made ready for queries before it takes them (Loki's `query_ready_num_days`):
- * the index segments of the last days, decoded into the segment cache, and the bloom
- * blocks they name read into a gateway that runs in this thread. Without it the first
+ * the index segments of the last days, decoded into the segment cache, the bloom blocks
+ * they name read into a gateway that runs in this thread, and their chunks' ends (footer
+ * and symbol filter) into the cache of chunk ends, newest first. Without it the first
  * needle after a start read and decoded them itself (88 ms of execution where a later one
  * took 1–3). It loads through the caches alone, not through a query: the query path's
  * counters see only queries.
@@ -13,7 +14,7 @@
  */
 import type { IndexedChunk } from "@sieve/index";
 import type { QuerierParts } from "./context.js";
-import { cachedChunk } from "./fetch.js";
+import { cachedChunk, cachedEnd } from "./fetch.js";
 import type { QueryAnswer, QueryTask } from "./handler.js";
 import { cachedSegment, listedSegments } from "./index-read.js";
 
@@ -26,6 +27,8 @@ export interface WarmReport {
   readonly series: number;
   /** Bloom blocks read (0 without a gateway in this thread). */
   readonly bloomBlocks: number;
+  /** Chunk ends read (footer and symbol filter). */
+  readonly chunkEnds: number;
   /** Queries rehearsed, the lines their needles found, and the milliseconds they took. */
   readonly rehearsed: Rehearsal;
   readonly ms: number;
@@ -74,6 +77,7 @@ export async function warmQuerier(
   let segments = 0;
   let series = 0;
   let sample: Sample | undefined;
+  const chunks: IndexedChunk[] = [];
   for (const tenant of tenants) {
     for (const key of await listedSegments(parts, tenant, from, nowNs + DAY_NS, signal)) {
       signal?.throwIfAborted();
@@ -86,7 +90,10 @@ export async function warmQuerier(
         sample = { tenant, labels: segment.labels[0]!, chunk };
       }
       for (const s of segment.series) {
-        for (const c of s.chunks) if (c.bloom.kind === "block") blocks.add(c.bloom.key);
+        for (const c of s.chunks) {
+          chunks.push(c);
+          if (c.bloom.kind === "block") blocks.add(c.bloom.key);
+        }
       }
     }
   }
@@ -97,6 +104,7 @@ export async function warmQuerier(
     const newest = [...blocks].sort((a, b) => (lastPart(a) < lastPart(b) ? 1 : -1));
     bloomBlocks = await chunkFilter.loadBlocks(newest, options.bloomBytes);
   }
+  const chunkEnds = await loadEnds(parts, chunks, signal);
   const rounds = options.rehearsals ?? 0;
   const rehearsed =
     run === undefined || sample === undefined || rounds <= 0
@@ -107,9 +115,41 @@ export async function warmQuerier(
     segments,
     series,
     bloomBlocks,
+    chunkEnds,
     rehearsed,
     ms: performance.now() - started,
   };
+}
+
+/** Chunk ends read at once while warming (a batch; the budget is looked at between). */
+const END_READS = 8;
+
+/**
+ * Reads the ends of `chunks` (footer and symbol filter, ~2% of a chunk) into the cache of
+ * chunk ends, newest first, `END_READS` at a time, until it holds half its budget: a
+ * needle's chunks that a bloom kept by false positive are then refused without a read from
+ * the first query on, as the bloom blocks spare it reading blooms. Answers how many it
+ * holds; a chunk that cannot be read is left to the queries that need it.
+ */
+async function loadEnds(
+  parts: QuerierParts,
+  chunks: IndexedChunk[],
+  signal: AbortSignal | undefined,
+): Promise<number> {
+  const cache = parts.chunkEnds;
+  chunks.sort((a, b) =>
+    a.ref.through < b.ref.through ? 1 : a.ref.through > b.ref.through ? -1 : 0,
+  );
+  let next = 0;
+  while (next < chunks.length && cache.bytes < cache.maxBytes / 2 && signal?.aborted !== true) {
+    const batch = chunks.slice(next, (next += END_READS));
+    await Promise.all(
+      batch.map(
+        (c) => cachedEnd(parts, c.key, c.ref, c.bytes).catch(() => undefined), // read at first use
+      ),
+    );
+  }
+  return chunks.slice(0, next).filter((c) => cache.has(c.key)).length;
 }
 
 /** The series rehearsals ask about: the newest chunk of a loaded segment's first series. */
