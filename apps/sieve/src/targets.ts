@@ -304,6 +304,8 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       );
     }
 
+    /** Whether this process's compactor is in a run (on this thread): set below. */
+    let compacting = (): boolean => false;
     if (wants("querier")) {
       const querierConfig = config.querier;
       // Tails are held on the main thread: by this process's ingester, or the cluster's.
@@ -324,7 +326,8 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         // Queries run on worker threads (issue 10): each worker opens the store and, with
         // no gateway addresses, prunes over it itself; an in-process ingester is reached
         // over a port to this thread.
-        // Needle queries begin on this thread (inline.ts), over a share of the caches.
+        // Needle queries begin on this thread (inline.ts), over a share of the caches, but
+        // not while a compaction run (set up below) works on it.
         const inlined = querierConfig.inlineBudgetMs > 0;
         const pool = new QueryPool({
           workers: querierConfig.workers,
@@ -352,6 +355,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
               ...inProcessIngesters(config, ingester),
             },
             querierConfig.inlineBudgetMs,
+            () => compacting(),
           );
           const local = chunkFilter instanceof BloomGateway;
           const bloomBytes = local ? Math.floor(config.bloomGateway.cacheMaxBytes / 2) : 0;
@@ -426,6 +430,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           },
         ],
       });
+      compacting = () => compactor.busy;
       compactor.start();
       closers.push(() => compactor.stop());
     }

@@ -31,12 +31,14 @@ export function createQuerier(
 
 /**
  * The main thread's lane for needle queries beside `pool` (inline.ts): a querier over one
- * share of the caches (`pool.shared`), counting on the pool's metrics and read report.
+ * share of the caches (`pool.shared`), counting on the pool's metrics and read report;
+ * `busy` says when the main thread has heavy work of its own (see InlineQueries).
  */
 export function createInlineQueries(
   pool: QueryPool,
   deps: Omit<QuerierDeps, "config" | "metrics" | "report">,
   budgetMs: number,
+  busy?: () => boolean,
 ): InlineQueries {
   const querier = new Querier({
     ...deps,
@@ -44,7 +46,7 @@ export function createInlineQueries(
     ...(pool.metrics !== undefined && { metrics: pool.metrics }),
     report: pool.report,
   });
-  return new InlineQueries(querier, budgetMs);
+  return new InlineQueries(querier, budgetMs, busy === undefined ? {} : { busy });
 }
 
 export type { InlineQueries } from "./inline.js";

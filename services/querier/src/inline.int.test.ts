@@ -176,7 +176,7 @@ describe("needle queries on the main thread beside a pool", () => {
   test("past its chunks or its time, a needle is answered by a worker, the same lines", async () => {
     const want = linesOf((await ask(await serve(), NEEDLE)).body);
     expect(want).toHaveLength(5);
-    const tooManyChunks = new InlineQueries(mainQuerier(), 10_000, CHUNKS - 1);
+    const tooManyChunks = new InlineQueries(mainQuerier(), 10_000, { maxChunks: CHUNKS - 1 });
     const tooSlow = new InlineQueries(mainQuerier(), 0.001);
     for (const inline of [tooManyChunks, tooSlow]) {
       const base = await serve(inline);
@@ -190,7 +190,7 @@ describe("needle queries on the main thread beside a pool", () => {
       expect(linesOf(answer.body)).toEqual(want);
     }
     // At exactly its count of chunks, it stays.
-    const enough = await serve(new InlineQueries(mainQuerier(), 10_000, CHUNKS));
+    const enough = await serve(new InlineQueries(mainQuerier(), 10_000, { maxChunks: CHUNKS }));
     expect(await counted(() => ask(enough, NEEDLE))).toEqual([1, 0]);
   });
 
@@ -226,6 +226,13 @@ describe("needle queries on the main thread beside a pool", () => {
     expect(answer?.status).toBe(200);
     expect(linesOf(answer!.body)).toHaveLength(5);
     expect(inline.admits(task)).toBe(true);
+    // Nor while the main thread is busy with its own work (a compaction run).
+    let compacting = true;
+    const yielding = new InlineQueries(mainQuerier(), 10_000, { busy: () => compacting });
+    expect(yielding.admits(task)).toBe(false);
+    expect(await yielding.run(task)).toBeUndefined();
+    compacting = false;
+    expect(yielding.admits(task)).toBe(true);
     // Nor a query of several tenants, nor a route that is not a log query's.
     expect(inline.admits({ ...task, tenant: "a|b" })).toBe(false);
     expect(inline.admits({ ...task, route: "labels" })).toBe(false);

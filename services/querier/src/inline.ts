@@ -34,13 +34,23 @@ export class InlineQueries {
   private readonly querier: Querier;
   private running = false;
 
-  /** `base`: the main thread's querier, over its share of the caches. */
+  private readonly busy: () => boolean;
+
+  /**
+   * `base`: the main thread's querier, over its share of the caches; `busy`: whether the
+   * main thread has heavy work of its own now (a compaction run), when needles go to the
+   * workers instead; `maxChunks`: chunks in range past which a needle goes to a worker.
+   */
   constructor(
     private readonly base: Querier,
     budgetMs: number,
-    maxChunks = INLINE_MAX_CHUNKS,
+    options: { readonly busy?: () => boolean; readonly maxChunks?: number } = {},
   ) {
-    this.querier = base.withBudget({ ms: budgetMs, chunks: maxChunks });
+    this.querier = base.withBudget({
+      ms: budgetMs,
+      chunks: options.maxChunks ?? INLINE_MAX_CHUNKS,
+    });
+    this.busy = options.busy ?? (() => false);
   }
 
   /**
@@ -54,12 +64,12 @@ export class InlineQueries {
   /**
    * Whether `task` begins here: a log query (range or instant) of one tenant whose
    * expression has a structured-metadata test the blooms answer, while no other is running
-   * here. A line filter alone is not enough: its blooms (n-grams) are optional per tenant,
+   * here, and the thread is not busy with work of its own. A line filter alone is not enough: its blooms (n-grams) are optional per tenant,
    * and without them it scans every chunk in range. A query that does not
    * parse is answered here too (its answer is the parser's error).
    */
   admits(task: QueryTask): boolean {
-    if (this.running) return false;
+    if (this.running || this.busy()) return false;
     if (task.route !== "query_range" && task.route !== "query") return false;
     if (task.tenant.includes(TENANT_SEPARATOR)) return false;
     const query = new URLSearchParams(task.form).get("query");
