@@ -80,12 +80,19 @@ async function inlineCounts(): Promise<{ answered: number; over_budget: number }
   return { answered: count("answered"), over_budget: count("over_budget") };
 }
 
-/** What changes in the inline counts while `work` runs. */
-async function counted(work: () => Promise<unknown>): Promise<[number, number]> {
+/** `ask`, and what it changed in the inline counts: [answered, over_budget]. */
+async function askCounted(
+  base: string,
+  query: string,
+): Promise<{ status: number; body: string; counts: [number, number] }> {
   const before = await inlineCounts();
-  await work();
+  const answer = await ask(base, query);
   const after = await inlineCounts();
-  return [after.answered - before.answered, after.over_budget - before.over_budget];
+  const counts: [number, number] = [
+    after.answered - before.answered,
+    after.over_budget - before.over_budget,
+  ];
+  return { ...answer, counts };
 }
 
 const NEEDLE = '{service="api"} | trace_id="tr-3-7"';
@@ -125,12 +132,8 @@ describe("needle queries on the main thread beside a pool", () => {
   test("a needle is answered on the main thread, as a worker answers it", async () => {
     const inline = createInlineQueries(pool, { store, chunkFilter: gateway() }, 10_000);
     const [withInline, poolOnly] = [await serve(inline), await serve()];
-    let answer = { status: 0, body: "" };
-    expect(
-      await counted(async () => {
-        answer = await ask(withInline, NEEDLE);
-      }),
-    ).toEqual([1, 0]);
+    const answer = await askCounted(withInline, NEEDLE);
+    expect(answer.counts).toEqual([1, 0]);
     expect(answer.status).toBe(200);
     const lines = linesOf(answer.body);
     expect(lines).toEqual([
@@ -142,7 +145,7 @@ describe("needle queries on the main thread beside a pool", () => {
     ]);
     const fromWorker = await ask(poolOnly, NEEDLE);
     expect(linesOf(fromWorker.body)).toEqual(lines);
-    // The same counts on the pool's registry either way: chunks pruned by the blooms.
+    // Pruned by the blooms on the main thread too.
     const stats = (
       JSON.parse(answer.body) as { data: { stats: { sieve: { chunksPrunedByBlooms: number } } } }
     ).data.stats.sieve;
@@ -155,20 +158,12 @@ describe("needle queries on the main thread beside a pool", () => {
       '{service="api"} |= "request 7 "',
       'count_over_time({service="api"} | trace_id="tr-3-7" [1h])',
     ]) {
-      let answer = { status: 0, body: "" };
-      expect(
-        await counted(async () => {
-          answer = await ask(base, query);
-        }),
-      ).toEqual([0, 0]);
+      const answer = await askCounted(base, query);
+      expect(answer.counts).toEqual([0, 0]);
       expect(answer.status).toBe(200);
     }
-    let refused = { status: 0, body: "" };
-    expect(
-      await counted(async () => {
-        refused = await ask(base, '{service="api"} | trace_id=');
-      }),
-    ).toEqual([1, 0]);
+    const refused = await askCounted(base, '{service="api"} | trace_id=');
+    expect(refused.counts).toEqual([1, 0]);
     expect(refused.status).toBe(400);
     expect(refused.body).toMatch(/^parse error/);
   });
@@ -180,18 +175,14 @@ describe("needle queries on the main thread beside a pool", () => {
     const tooSlow = new InlineQueries(mainQuerier(), 0.001);
     for (const inline of [tooManyChunks, tooSlow]) {
       const base = await serve(inline);
-      let answer = { status: 0, body: "" };
-      expect(
-        await counted(async () => {
-          answer = await ask(base, NEEDLE);
-        }),
-      ).toEqual([0, 1]);
+      const answer = await askCounted(base, NEEDLE);
+      expect(answer.counts).toEqual([0, 1]);
       expect(answer.status).toBe(200);
       expect(linesOf(answer.body)).toEqual(want);
     }
     // At exactly its count of chunks, it stays.
     const enough = await serve(new InlineQueries(mainQuerier(), 10_000, { maxChunks: CHUNKS }));
-    expect(await counted(() => ask(enough, NEEDLE))).toEqual([1, 0]);
+    expect((await askCounted(enough, NEEDLE)).counts).toEqual([1, 0]);
   });
 
   test("one at a time: while a needle runs here, the next is not admitted", async () => {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
 import type { IngesterQuerier } from "@sieve/proto";
 import { NO_INGESTERS } from "./deps.js";
-import { handleQuery } from "./handler.js";
+import { handleQuery, type QueryAnswer } from "./handler.js";
 import { Querier } from "./querier.js";
 import { tempStore, writeFlush } from "./testdata.test-helper.js";
 import type { FsObjectStore } from "@sieve/storage";
@@ -24,6 +24,18 @@ function lines(app: string): Entry[] {
     line: `${app} line ${i}`,
     structuredMetadata: [{ name: "trace_id", value: `${app}-trace-${i % 5}` }],
   }));
+}
+
+/** A `query_range` of tenant `t` over [start, NOW), answered by `querier`. */
+function rangeQuery(querier: Querier, query: string, start: bigint): Promise<QueryAnswer> {
+  const form = new URLSearchParams({ query, start: String(start), end: String(NOW) });
+  return handleQuery(querier, {
+    route: "query_range",
+    form: form.toString(),
+    tenant: "t",
+    flags: [],
+    nowNs: NOW,
+  });
 }
 
 /** Ingesters that count the calls made to them. */
@@ -69,17 +81,7 @@ describe("the warm-up's rehearsal", () => {
     expect(report.rehearsed).toMatchObject({ queries: 12, lines: 4 * 6 });
     expect(calls()).toBe(0);
     // The same querier asks its ingesters when a query runs on it, not on the view.
-    const answer = await handleQuery(querier, {
-      route: "query_range",
-      form: new URLSearchParams({
-        query: '{app="api"}',
-        start: String(NOW - 7200n * S),
-        end: String(NOW),
-      }).toString(),
-      tenant: "t",
-      flags: [],
-      nowNs: NOW,
-    });
+    const answer = await rangeQuery(querier, '{app="api"}', NOW - 7200n * S);
     expect(answer.status).toBe(200);
     expect(calls()).toBeGreaterThan(0);
   });
@@ -117,17 +119,8 @@ describe("the warm-up's chunk ends", () => {
    * A name and a value no chunk holds: the symbol filter says "maybe" to both at 2^-10.
    */
   async function absentReads(querier: Querier, i: number): Promise<number> {
-    const answer = await handleQuery(querier, {
-      route: "query_range",
-      form: new URLSearchParams({
-        query: `{app="${app(i)}"} | no_such_key="absent"`,
-        start: String(NOW - 48n * 3600n * S),
-        end: String(NOW),
-      }).toString(),
-      tenant: "t",
-      flags: [],
-      nowNs: NOW,
-    });
+    const needle = `{app="${app(i)}"} | no_such_key="absent"`;
+    const answer = await rangeQuery(querier, needle, NOW - 48n * 3600n * S);
     expect(answer.status).toBe(200);
     const { sieve } = (
       JSON.parse(answer.body) as {
