@@ -70,7 +70,6 @@ export class Compactor {
   private wake: (() => void) | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
-  private inRun = false;
 
   constructor(deps: CompactorDeps) {
     this.deps = deps;
@@ -187,31 +186,23 @@ export class Compactor {
         const run = this.logRun();
         this.running = run;
         await run;
+        this.running = undefined;
         continue;
       }
       await this.sleep(Math.min(nextRun - now, lockRetryMs));
     }
   }
 
-  /** One run, timed, counted and logged; never throws. */
   /**
    * Whether a run is in progress: work on this thread that others sharing it may yield
    * to (the main thread's needle queries go to query workers meanwhile: inline.ts).
    */
   get busy(): boolean {
-    return this.inRun;
+    return this.running !== undefined;
   }
 
+  /** One run, timed, counted and logged; never throws. */
   private async logRun(): Promise<void> {
-    this.inRun = true;
-    try {
-      await this.timedRun();
-    } finally {
-      this.inRun = false;
-    }
-  }
-
-  private async timedRun(): Promise<void> {
     const started = performance.now();
     let outcome: RunOutcome = "success";
     let report: RunReport | undefined;

@@ -32,9 +32,8 @@ export const INLINE_MAX_CHUNKS = 2_000;
 export class InlineQueries {
   /** The querier with its budget. */
   private readonly querier: Querier;
-  private running = false;
-
   private readonly busy: () => boolean;
+  private running = false;
 
   /**
    * `base`: the main thread's querier, over its share of the caches; `busy`: whether the
@@ -64,9 +63,9 @@ export class InlineQueries {
   /**
    * Whether `task` begins here: a log query (range or instant) of one tenant whose
    * expression has a structured-metadata test the blooms answer, while no other is running
-   * here, and the thread is not busy with work of its own. A line filter alone is not enough: its blooms (n-grams) are optional per tenant,
-   * and without them it scans every chunk in range. A query that does not
-   * parse is answered here too (its answer is the parser's error).
+   * here and the thread is not busy with work of its own. A line filter alone is not
+   * enough: its blooms (n-grams) are optional per tenant, and without them it scans every
+   * chunk in range. A query that does not parse is answered here (the parser's error).
    */
   admits(task: QueryTask): boolean {
     if (this.running || this.busy()) return false;
