@@ -248,4 +248,14 @@ export interface LoadedSegment {
   readonly bytes: number;
   /** Series positions by label name and value, made at a selector's first use (plan.ts). */
   postings?: Map<string, Map<string, number[]>>;
+  /** The series selectors matched, by selectors, made at their first use (index-read.ts). */
+  selections?: Map<string, Selection>;
+}
+
+/** The series of a segment some selectors match, and the span of their chunks. */
+export interface Selection {
+  readonly series: readonly IndexedSeries[];
+  /** The first chunk's start and the last chunk's end among them (ns). */
+  readonly from: bigint;
+  readonly through: bigint;
 }

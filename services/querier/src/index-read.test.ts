@@ -164,6 +164,31 @@ describe("readSeries over several segments", () => {
     );
   });
 
+  it("answers a selection asked again over other ranges as anew", async () => {
+    // The selection is kept on the merged view at its first use: a range holding all its
+    // chunks answers it whole, a narrower one cuts it; each as the reference.
+    const selectors = [[{ name: "app", op: "=", value: "web" } as Matcher]];
+    const ranges: [bigint, bigint][] = [
+      [T0 - 3_600n * S, T0 + 86_400n * S],
+      [T0 + 30n * 60n * S, T0 + 50n * 60n * S],
+      [T0 - 3_600n * S, T0 + 86_400n * S],
+      [T0 + 600n * S, T0 + 600n * S],
+    ];
+    for (const [from, through] of ranges) {
+      const got = await readSeries(
+        parts,
+        "t",
+        from,
+        through,
+        new QueryContext(DEFAULT_QUERY_LIMITS),
+        selectors,
+      );
+      const want = await reference(from, through, selectors);
+      expect(got).toEqual(want);
+      expect(got.length).toBeGreaterThan(0);
+    }
+  });
+
   it("merges the same segments once, and other segments anew", async () => {
     // A querier of its own: its caches hold no merge yet.
     const fresh = new Querier({ config: DEFAULT_CONFIG, store }) as unknown as {
