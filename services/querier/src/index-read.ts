@@ -202,7 +202,7 @@ function selection(segment: LoadedSegment, selectors: readonly (readonly Matcher
     for (const m of matchers) key += `${m.name}\0${m.op}\0${m.value}\0`;
     key += "\n";
   }
-  const kept = (segment.selections ??= new Map()).get(key);
+  const kept = (segment.selections ??= new Map<string, Selection>()).get(key);
   if (kept !== undefined) return kept;
   const series = seriesMatching(segment, selectors);
   let from = 2n ** 63n - 1n;
