@@ -252,6 +252,19 @@ describe("sieve all", () => {
     sieve = await spawnSieve(["all", "--data-dir", dir], { SIEVE_INGESTER_WORKERS: "2" });
     // The query workers loaded the newest index and its bloom blocks before the server
     // listened (querier.queryReadyDays): the first needle reads no bloom block.
+    // The main thread rehearsed its queries through the query routes before it listened,
+    // 30 rounds of three, and none of them reached the request log.
+    const records = sieve
+      .output()
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as { msg?: string; queries?: number; req?: unknown });
+    const ready = records.findIndex((r) => r.msg?.endsWith("is ready") === true);
+    const rehearsed = records.findIndex((r) => r.msg === "rehearsed the query routes");
+    expect(rehearsed).toBeGreaterThanOrEqual(0);
+    expect(rehearsed).toBeLessThan(ready);
+    expect(records[rehearsed]!.queries).toBe(90);
+    expect(records.slice(0, ready).filter((r) => r.msg === "incoming request")).toEqual([]);
     const first = await queryRange('{app="pino"} | trace_id="trace-7"');
     expect(lines(first)).toHaveLength(3);
     const gateway = first.stats.sieve?.bloomGateway as { blocksRead: number; cacheHits: number };

@@ -27,6 +27,7 @@ import {
   querierPlugin,
   skipIdleIngesters,
   type InlineQueries,
+  type QueryTask,
   type WorkerSetup,
 } from "@sieve/querier";
 import type { IngesterQuerier } from "@sieve/proto";
@@ -48,6 +49,7 @@ import {
 import { closeUnusedConnections, notFoundHandler } from "@sieve/kit";
 import { registerBuildInfo } from "./buildinfo.js";
 import { checkTarget, type SieveConfig } from "./config.js";
+import { REHEARSAL_ADDRESS, ROUTE_REHEARSALS, rehearseRoutes } from "./rehearse.js";
 
 /** What `sieve <target>` can run. */
 export const TARGETS = [
@@ -182,7 +184,11 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   // A pino Logger as fastify's logger narrows the instance type; the plugins take the default one.
-  const app = Fastify({ loggerInstance: logger }) as unknown as FastifyInstance;
+  const app = Fastify({
+    loggerInstance: logger,
+    // The process's own rehearsal requests (rehearse.ts) are not the request log's business.
+    disableRequestLogging: (request) => request.socket.remoteAddress === REHEARSAL_ADDRESS,
+  }) as unknown as FastifyInstance;
   // The internal APIs get a listener of their own when configured, as Loki keeps its
   // ingester and gateway calls on the internal gRPC port: the push port then serves
   // only what a client may call.
@@ -197,6 +203,8 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
   /** Why the process is not ready, one check per component (undefined: ready). */
   const readiness: (() => string | undefined)[] = [];
   const wants = (role: Exclude<Target, "all">): boolean => target === "all" || target === role;
+  /** The queries the main thread's querier rehearsed as it warmed (none without one). */
+  let rehearsal: readonly QueryTask[] = [];
 
   try {
     const needsQueue = wants("distributor") || wants("ingester");
@@ -359,7 +367,10 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           );
           const local = chunkFilter instanceof BloomGateway;
           const bloomBytes = local ? Math.floor(config.bloomGateway.cacheMaxBytes / 2) : 0;
-          await Promise.all([pool.ready(), inline.ready(store!, bloomBytes, logger)]);
+          [, rehearsal] = await Promise.all([
+            pool.ready(),
+            inline.ready(store!, bloomBytes, logger),
+          ]);
         } else await pool.ready();
         await app.register(
           querierPlugin({ pool, ...(inline !== undefined && { inline }), ...common }),
@@ -453,6 +464,8 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       });
     }
 
+    // The main thread's rehearsal again through the routes, before the ingesters start.
+    if (rehearsal.length > 0) await rehearseRoutes(app, rehearsal, ROUTE_REHEARSALS, logger);
     if (ingester !== undefined) await ingester.start();
     const internalUrl = separate
       ? await internal.listen({ host: config.server.host, port: config.server.internalPort })

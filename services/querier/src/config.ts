@@ -96,7 +96,7 @@ export interface QuerierConfig {
   /**
    * Days of index each query worker loads before it takes queries (the segments of the
    * last `queryReadyDays` × 24 hours), with the bloom blocks they name (up to half the
-   * worker's bloom cache) and their chunks' ends (up to half its chunk-end cache): Loki's
+   * worker's bloom cache) and their chunks' ends (up to three quarters of its chunk-end cache): Loki's
    * `query_ready_num_days`. 0: everything is read at first use.
    */
   readonly queryReadyDays: number;
@@ -193,7 +193,7 @@ const SCHEMA = defineSchema({
     segmentCacheBytes:
       "byte budget of the LRU of decoded index segments (by their encoded size) and of the merges of several (each weighed as the segments it holds)",
     queryReadyDays:
-      "days of index each query worker loads before it takes queries (the segments of the last N × 24 h), with their bloom blocks and chunk ends, each up to half its cache (`query_ready_num_days`); 0 = read at first use",
+      "days of index each query worker loads before it takes queries (the segments of the last N × 24 h), with their bloom blocks (up to half its bloom cache) and chunk ends (up to three quarters of its chunk-end cache) (`query_ready_num_days`); 0 = read at first use",
     workers: "worker threads running queries, one query each; 0: on the main thread",
     workerHeapMb: "V8 heap cap of each query worker, MiB (a query past it gets a 400)",
     inlineBudgetMs:

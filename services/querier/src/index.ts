@@ -50,6 +50,7 @@ export function createInlineQueries(
 }
 
 export type { InlineQueries } from "./inline.js";
+export type { QueryTask } from "./handler.js";
 export type { Querier, ResultEntry } from "./querier.js";
 export { querierPlugin } from "./http.js";
 export { QueryPool } from "./pool.js";

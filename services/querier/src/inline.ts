@@ -55,8 +55,9 @@ export class InlineQueries {
   /**
    * Loads the newest index and bloom blocks and rehearses, as a query worker does before
    * its first query (ready.ts); `bloomBytes`: what the gateway of this thread may load.
+   * Answers the queries rehearsed, for the HTTP layer to rehearse them in its turn.
    */
-  ready(store: ObjectStore, bloomBytes: number, logger: Logger): Promise<void> {
+  ready(store: ObjectStore, bloomBytes: number, logger: Logger): Promise<readonly QueryTask[]> {
     return readyQuerier(this.base, store, { bloomBytes, logger, what: "the main thread" });
   }
 

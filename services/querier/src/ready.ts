@@ -8,7 +8,7 @@
  */
 import type { ObjectStore } from "@sieve/storage";
 import type { Logger } from "pino";
-import { handleQuery } from "./handler.js";
+import { handleQuery, type QueryTask } from "./handler.js";
 import type { Querier } from "./querier.js";
 
 /** The longest a warm-up waits. */
@@ -18,15 +18,16 @@ const REHEARSALS = 20;
 
 /**
  * Warms `querier` over `store`; `bloomBytes`: what its gateway may load ahead (0 when the
- * gateway is not in this thread). Never throws: a failure is logged and left to first use.
+ * gateway is not in this thread). Answers the queries it rehearsed (none when it did not).
+ * Never throws: a failure is logged and left to first use.
  */
 export async function readyQuerier(
   querier: Querier,
   store: ObjectStore,
   options: { readonly bloomBytes: number; readonly logger: Logger; readonly what: string },
-): Promise<void> {
+): Promise<readonly QueryTask[]> {
   const days = querier.config.queryReadyDays;
-  if (days <= 0) return;
+  if (days <= 0) return [];
   const { logger, what } = options;
   const signal = AbortSignal.timeout(WARM_MS);
   try {
@@ -38,8 +39,11 @@ export async function readyQuerier(
       { days, bloomBytes: options.bloomBytes, rehearsals: REHEARSALS, signal },
       (task) => handleQuery(offline, task),
     );
-    logger.info(report, `${what} loaded the newest index`);
+    const { tasks, ...rehearsed } = report.rehearsed;
+    logger.info({ ...report, rehearsed }, `${what} loaded the newest index`);
+    return tasks;
   } catch (error) {
     logger.warn({ err: error }, `${what} could not load the newest index: read at first use`);
+    return [];
   }
 }

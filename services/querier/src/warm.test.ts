@@ -80,6 +80,16 @@ describe("the warm-up's rehearsal", () => {
     // Three queries a round; the present needle finds the 6 lines of its trace each time.
     expect(report.rehearsed).toMatchObject({ queries: 12, lines: 4 * 6 });
     expect(calls()).toBe(0);
+    // Its three distinct queries, for the HTTP layer to ask again: the series, then a
+    // present and an absent needle under its first label.
+    const queries = report.rehearsed.tasks.map((t) => new URLSearchParams(t.form).get("query"));
+    expect(queries).toHaveLength(3);
+    expect(queries[0]).toMatch(/^\{app="(api|web)", env="prod"\}$/);
+    expect(queries[1]).toMatch(/^\{app="(api|web)"\} \| \w+="[^"]+"$/);
+    expect(queries[2]).toMatch(/-absent"$/);
+    expect(report.rehearsed.tasks.every((t) => t.tenant === "t" && t.route === "query_range")).toBe(
+      true,
+    );
     // The same querier asks its ingesters when a query runs on it, not on the view.
     const answer = await rangeQuery(querier, '{app="api"}', NOW - 7200n * S);
     expect(answer.status).toBe(200);
@@ -93,7 +103,7 @@ describe("the warm-up's rehearsal", () => {
     const none = await querier.warm(["t"], { ...options, rehearsals: 0 }, (task) =>
       handleQuery(offline, task),
     );
-    expect(none.rehearsed).toEqual({ queries: 0, lines: 0, ms: 0 });
+    expect(none.rehearsed).toEqual({ queries: 0, lines: 0, ms: 0, tasks: [] });
     expect((await querier.warm(["t"], { ...options, rehearsals: 3 })).rehearsed.queries).toBe(0);
   });
 });
@@ -142,12 +152,13 @@ describe("the warm-up's chunk ends", () => {
     expect(await absentReads(cold, 0)).toBeGreaterThan(0);
   });
 
-  test("newest first, a batch of 8 at a time, until they hold half their cache", async () => {
+  test("newest first, a batch of 8 at a time, until they hold three quarters of their cache", async () => {
     const all = new Querier({ config: DEFAULT_CONFIG, store });
     await warm(all);
     const end = Math.ceil(all.chunkEnds.bytes / STREAMS); // each end weighs about this
-    // An end cache (an eighth of the chunk cache) of 8 ends: the first batch fills its half.
-    const config = { ...DEFAULT_CONFIG, chunkCacheBytes: 64 * end };
+    // An end cache (an eighth of the chunk cache) of ~11 ends: the first batch fills three
+    // quarters of it.
+    const config = { ...DEFAULT_CONFIG, chunkCacheBytes: 85 * end };
     const querier = new Querier({ config, store });
     expect((await warm(querier)).chunkEnds).toBe(8);
     for (let i = 0; i < 8; i++) expect(await absentReads(querier, i)).toBe(0);
