@@ -2,9 +2,10 @@
  * The query routes rehearsed before the process listens. The main thread's warm-up
  * (`@sieve/querier`'s ready.ts) rehearses needle queries through the query handler; this runs
  * the same queries through the HTTP routes (fastify's `inject`, no socket), so that the code
- * a request runs before and after the handler is compiled too. Without it the first 80
- * needles after a restart took ~1.5× as long end to end as those after a few hundred, with
- * the same execution time: routing, the query string, the answer's serialisation.
+ * a request runs before and after the handler (routing, the query string, the answer's
+ * serialisation) is compiled too. On the 1 GB `bench:peers` data, the first 40 absent
+ * needles after a restart, three restarts each way: p50 narrow 2.0-3.3 ms and wide 3.3-4.7
+ * without it, 1.7-2.4 and 2.6-3.0 with it (a few hundred needles later, ~0.8 and ~1.4).
  *
  * It runs before the ingesters start: they hold nothing yet, and the queries skip them.
  */
