@@ -265,6 +265,12 @@ describe("sieve all", () => {
     expect(rehearsed).toBeLessThan(ready);
     expect(records[rehearsed]!.queries).toBe(90);
     expect(records.slice(0, ready).filter((r) => r.msg === "incoming request")).toEqual([]);
+    // Its needles (two of three a round) ran on the main thread: the compactor, whose runs
+    // send needles to the workers, starts after it.
+    const inline = (await (await fetch(new URL("/metrics", sieve.url))).text()).match(
+      /^sieve_querier_inline_queries_total\{outcome="answered"\} (\d+)$/m,
+    );
+    expect(Number(inline?.[1])).toBe(60);
     const first = await queryRange('{app="pino"} | trace_id="trace-7"');
     expect(lines(first)).toHaveLength(3);
     const gateway = first.stats.sieve?.bloomGateway as { blocksRead: number; cacheHits: number };

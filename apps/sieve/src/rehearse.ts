@@ -7,7 +7,8 @@
  * needles after a restart, three restarts each way: p50 narrow 2.0-3.3 ms and wide 3.3-4.7
  * without it, 1.7-2.4 and 2.6-3.0 with it (a few hundred needles later, ~0.8 and ~1.4).
  *
- * It runs before the ingesters start: they hold nothing yet, and the queries skip them.
+ * It runs before the ingesters start (they hold nothing yet, and the queries skip them) and
+ * before the compactor does (while it runs, needles leave the main thread).
  */
 import type { QueryTask } from "@sieve/querier";
 import type { FastifyInstance } from "fastify";

@@ -314,6 +314,8 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
 
     /** Whether this process's compactor is in a run (on this thread): set below. */
     let compacting = (): boolean => false;
+    /** Starts this process's compactor: set below, called once the queries are rehearsed. */
+    let startCompactor = (): void => undefined;
     if (wants("querier")) {
       const querierConfig = config.querier;
       // Tails are held on the main thread: by this process's ingester, or the cluster's.
@@ -442,7 +444,9 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
         ],
       });
       compacting = () => compactor.busy;
-      compactor.start();
+      startCompactor = () => {
+        compactor.start();
+      };
       closers.push(() => compactor.stop());
     }
 
@@ -464,8 +468,11 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
       });
     }
 
-    // The main thread's rehearsal again through the routes, before the ingesters start.
+    // The main thread's rehearsal again through the routes, before the ingesters start, and
+    // before the compactor does: while it runs, needles leave this thread (inline.ts), and
+    // its first run at a start took all but 10 of the rehearsal's 60 needles to the workers.
     if (rehearsal.length > 0) await rehearseRoutes(app, rehearsal, ROUTE_REHEARSALS, logger);
+    startCompactor();
     if (ingester !== undefined) await ingester.start();
     const internalUrl = separate
       ? await internal.listen({ host: config.server.host, port: config.server.internalPort })
