@@ -187,6 +187,9 @@ export function seriesMatching(
   return out;
 }
 
+/** Every time an index holds: [first, last] ns. */
+const ALL_TIME: readonly [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
+
 /** Selections a segment keeps (distinct selectors asked of it) before it forgets them all. */
 const MAX_SELECTIONS = 64;
 
@@ -205,8 +208,8 @@ function selection(segment: LoadedSegment, selectors: readonly (readonly Matcher
   const kept = (segment.selections ??= new Map<string, Selection>()).get(key);
   if (kept !== undefined) return kept;
   const series = seriesMatching(segment, selectors);
-  let from = 2n ** 63n - 1n;
-  let through = -(2n ** 63n);
+  // From the widest span's far ends inwards.
+  let [through, from] = ALL_TIME;
   for (const s of series) {
     for (const c of s.chunks) {
       if (c.ref.from < from) from = c.ref.from;
@@ -282,8 +285,6 @@ export async function readSeries(
     }
   });
 }
-
-const ALL_TIME: readonly [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
 
 /**
  * The segments at `keys` as one: a lone segment itself, several merged (every series
