@@ -265,6 +265,8 @@ describe("sieve all", () => {
     expect(rehearsed).toBeLessThan(ready);
     expect(records[rehearsed]!.queries).toBe(90);
     expect(records.slice(0, ready).filter((r) => r.msg === "incoming request")).toEqual([]);
+    // Nor does the way it is left out warn (fastify deprecated its first spelling).
+    expect(sieve.output()).not.toMatch(/Deprecation/);
     // Its needles (two of three a round) ran on the main thread: the compactor, whose runs
     // send needles to the workers, starts after it.
     const inline = (await (await fetch(new URL("/metrics", sieve.url))).text()).match(

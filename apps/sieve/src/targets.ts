@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { BloomGateway, BloomGatewayClient, bloomGatewayPlugin } from "@sieve/bloom-gateway";
@@ -187,7 +187,9 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
   const app = Fastify({
     loggerInstance: logger,
     // The process's own rehearsal requests (rehearse.ts) are not the request log's business.
-    disableRequestLogging: (request) => request.socket.remoteAddress === REHEARSAL_ADDRESS,
+    logController: new LogController({
+      disableRequestLogging: (request) => request.socket.remoteAddress === REHEARSAL_ADDRESS,
+    }),
   }) as unknown as FastifyInstance;
   // The internal APIs get a listener of their own when configured, as Loki keeps its
   // ingester and gateway calls on the internal gRPC port: the push port then serves
