@@ -10,6 +10,7 @@ import { ChunkError } from "./errors.js";
 import { StringIds } from "./intern.js";
 import { symbolHash, writeSymbolFilter } from "./filter.js";
 import { sortedDistinct, writeBlockSymbols } from "./symbols.js";
+import { chunkChecksum } from "./ref.js";
 import {
   CODEC_SNAPPY,
   CRC_BYTES,
@@ -525,7 +526,7 @@ export class ChunkBuilder {
       bytes,
       from: this.minTs,
       through: this.maxTs,
-      checksum: crc32c(bytes),
+      checksum: chunkChecksum(bytes),
       entryCount: this.count,
       uncompressedBytes: this.sealedRawBytes,
       lineBytes: this.lines,

@@ -8,7 +8,7 @@ import { ChunkError } from "./errors.js";
 import type { ChunkErrorCode } from "./errors.js";
 import { DEFAULT_BLOCK_TARGET_BYTES, MAX_BLOCK_RAW_BYTES, TRAILER_BYTES } from "./format.js";
 import { ChunkReader, decodeChunk } from "./reader.js";
-import { chunkKey } from "./ref.js";
+import { chunkChecksum, chunkKey } from "./ref.js";
 
 const key = (e: Entry): string =>
   JSON.stringify([
@@ -113,7 +113,7 @@ describe("chunk round trip", () => {
         expect(enc.entryCount).toBe(want.length);
         expect(enc.from).toBe(want[0]!.timestamp);
         expect(enc.through).toBe(want[want.length - 1]!.timestamp);
-        expect(enc.checksum).toBe(crc32c(enc.bytes));
+        expect(enc.checksum).toBe(chunkChecksum(enc.bytes));
         const dec = decodeChunk(enc.bytes, enc.checksum);
         expect(plain(dec.entries)).toEqual(plain(want));
         const reader = new ChunkReader(enc.bytes);
@@ -487,6 +487,44 @@ describe("chunk round trip", () => {
       enc.checksum,
     );
     expect(codeOf(() => decodeChunk(enc.bytes, enc.checksum ^ 1))).toBe("bad_checksum");
+    // A chunk written before chunkChecksum is listed under its CRC-32C, and still checks.
+    expect(decodeChunk(enc.bytes, crc32c(enc.bytes)).entries).toHaveLength(1);
+  });
+
+  test("chunks of one time range with sections of the same sizes have different keys", () => {
+    // Every section carries its own CRC-32C, so two such chunks have one CRC-32C for the
+    // whole object: listed under it, the second flushed overwrote the first.
+    const chunk = (letter: string, count: number, length: number) =>
+      encodeChunk(
+        Array.from({ length: count }, (_, i) => ({
+          timestamp: 1_700_000_000_000_000_000n,
+          line: letter.repeat(length),
+          structuredMetadata: [
+            { name: "order", value: letter },
+            { name: "step", value: String(i) },
+          ],
+        })),
+      );
+    // Lines of one repeated letter: these compress to the same sizes whatever the letter.
+    const [a, b] = [chunk("a", 50, 120), chunk("b", 50, 120)];
+    expect(a.entryCount).toBe(50);
+    expect(Buffer.from(a.bytes).equals(Buffer.from(b.bytes))).toBe(false);
+    expect(crc32c(a.bytes)).toBe(crc32c(b.bytes));
+    expect(a.checksum).not.toBe(b.checksum);
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.constantFrom(..."abcdefghijklmnopqrstuvwxyz".split("")), {
+          minLength: 2,
+          maxLength: 2,
+        }),
+        fc.integer({ min: 1, max: 300 }),
+        fc.integer({ min: 20, max: 400 }),
+        ([x, y], count, length) => {
+          expect(chunk(x!, count, length).checksum).not.toBe(chunk(y!, count, length).checksum);
+        },
+      ),
+      { numRuns: 100 },
+    );
   });
 });
 

@@ -1,4 +1,4 @@
-export { chunkKey } from "./ref.js";
+export { chunkChecksum, chunkKey } from "./ref.js";
 export type { ChunkRef } from "./ref.js";
 export { CHUNK_ERRORS, ChunkError } from "./errors.js";
 export type { ChunkErrorCode } from "./errors.js";

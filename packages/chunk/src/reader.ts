@@ -6,6 +6,7 @@ import { crc32c } from "@sieve/kit";
 import type { Entry } from "./entry.js";
 import { ChunkError } from "./errors.js";
 import { BlockSymbols, SymbolTable } from "./symbols.js";
+import { chunkChecksum } from "./ref.js";
 import {
   CODEC_SNAPPY,
   CRC_BYTES,
@@ -560,10 +561,15 @@ function short(held: number, needed: number): ChunkError {
 
 /**
  * Decodes and checks a whole chunk: every block, every checksum, and, when given, the
- * CRC-32C of the whole object against `expectedChecksum` (the ref's checksum).
+ * object against `expectedChecksum` (the ref's: its {@link chunkChecksum}, or the CRC-32C
+ * of the whole object for a chunk written before that).
  */
 export function decodeChunk(bytes: Uint8Array, expectedChecksum?: number): DecodedChunk {
-  if (expectedChecksum !== undefined && crc32c(bytes) !== expectedChecksum >>> 0) {
+  if (
+    expectedChecksum !== undefined &&
+    chunkChecksum(bytes) !== expectedChecksum >>> 0 &&
+    crc32c(bytes) !== expectedChecksum >>> 0
+  ) {
     throw new ChunkError("bad_checksum", "object does not match its ref's checksum");
   }
   const reader = new ChunkReader(bytes);

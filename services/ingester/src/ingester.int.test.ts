@@ -326,6 +326,43 @@ describe("ingester on a write-ahead log and a file-system store", () => {
     ).toBeGreaterThanOrEqual(20);
   });
 
+  it("keeps every chunk of a stream cut within one millisecond, whatever their sizes", async () => {
+    // Chunks of one stream and time range whose sections have the same sizes had the same
+    // key (their CRC-32C: see chunkChecksum), and each flushed overwrote the one before. An
+    // OpenTelemetry SDK stamps logs in milliseconds: the OTLP test lost 300 lines so, 1 run
+    // in 15. Here each record fills a chunk of its own, one letter's lines at one timestamp.
+    const { ingester } = start({ chunkTargetBytes: 64 });
+    await ingester.start();
+    const letters = ["a", "b", "c", "d", "e", "f"];
+    await wal.writer.append(
+      letters.map((letter) =>
+        record(
+          "t",
+          `{app="ms"}`,
+          Array.from({ length: 50 }, (_, i) => ({
+            ts: T0,
+            line: letter.repeat(120),
+            md: { step: String(i), order: letter },
+          })),
+          PARTITIONS,
+        ),
+      ),
+    );
+    await waitFor(async () => (await metric("sieve_ingester_records_consumed_total")) === 6, {
+      what: "6 records",
+    });
+    await ingester.flushAll();
+    const contents = await readStore(store, "t", T0 - 1n);
+    expect(contents.chunks).toBe(6);
+    expect(new Set(contents.series[0]!.chunks.map((c) => c.key)).size).toBe(6);
+    const orders = contents.streams
+      .values()
+      .next()
+      .value!.entries.map((e) => e.structuredMetadata.find((m) => m.name === "order")!.value);
+    expect([...new Set(orders)].sort()).toEqual(letters);
+    expect(orders).toHaveLength(300);
+  });
+
   it("flushes idle and too-old heads on the periodic check", async () => {
     const { ingester } = start({ chunkIdleMs: 60_000, chunkMaxAgeMs: 120_000 });
     await ingester.start();
