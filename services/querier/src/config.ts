@@ -96,8 +96,8 @@ export interface QuerierConfig {
   /**
    * Days of index each query worker loads before it takes queries (the segments of the
    * last `queryReadyDays` × 24 hours), with the bloom blocks they name (up to half the
-   * worker's bloom cache) and their chunks' ends (up to three quarters of its chunk-end cache): Loki's
-   * `query_ready_num_days`. 0: everything is read at first use.
+   * worker's bloom cache) and their chunks' ends (up to three quarters of its chunk-end
+   * cache): Loki's `query_ready_num_days`. 0: everything is read at first use.
    */
   readonly queryReadyDays: number;
   /**
