@@ -133,6 +133,52 @@ type Group = FilterSeries & { chunks: SegmentChunk[] };
 const SCANNED_GROUPS = 8;
 
 /**
+ * The groups of a series' chunks, a group per bloom location (chunks of one listing share
+ * its object); with `unsent`, only the chunks whose bloom has line n-grams, the others
+ * added to it (a test with nothing but line leaves).
+ */
+function groupsOf(series: IndexedSeries, unsent: Set<IndexedChunk> | undefined): Group[] {
+  const groups: Group[] = [];
+  // Its chunks are in time order, as the flushes that made its blooms are: a chunk's group
+  // is nearly always the last one. A map is made only for a long run of flushes.
+  let byBloom: Map<Group["bloom"], Group> | undefined;
+  for (const c of series.chunks) {
+    if (unsent !== undefined && !lined(c)) {
+      unsent.add(c);
+      continue;
+    }
+    const last = groups.at(-1);
+    let g = last?.bloom === c.bloom ? last : byBloom?.get(c.bloom);
+    for (let k = groups.length - 2; g === undefined && byBloom === undefined && k >= 0; k--) {
+      if (groups[k]!.bloom === c.bloom) g = groups[k];
+    }
+    if (g !== undefined) {
+      g.chunks.push(c.listed);
+      continue;
+    }
+    // Made holding its first chunk: most groups hold one, and an empty array's first push
+    // makes room for 17 (a needle over 2,000 groups allocated 300 KB of such room).
+    g = {
+      fingerprint: series.fingerprint,
+      labels: series.labels,
+      bloom: c.bloom,
+      chunks: [c.listed],
+    };
+    groups.push(g);
+    if (byBloom !== undefined) byBloom.set(c.bloom, g);
+    else if (groups.length > SCANNED_GROUPS) byBloom = new Map(groups.map((x) => [x.bloom, x]));
+  }
+  return groups;
+}
+
+/**
+ * Each series' groups ({@link groupsOf}) while the series lives: an index view hands every
+ * query over a selection's whole span the same series objects (index-read.ts), and a wide
+ * needle made its 2,000 groups anew each time. The gateway only reads them.
+ */
+const seriesGroups = new WeakMap<IndexedSeries, readonly Group[]>();
+
+/**
  * Index → series matching any of `selectors` → chunks in [from, through] → pruned by the
  * gateway when the query has a bloom test. Refuses more chunks than `maxChunksPerQuery`.
  * Each chunk's outcome goes to the query's explain, when it asks for one; the chunks a bloom
@@ -210,38 +256,17 @@ export async function plan(
   const unsent = new Set<IndexedChunk>();
   let sent = 0;
   for (const { series } of matched) {
-    // Its chunks are in time order, as the flushes that made its blooms are: a chunk's
-    // group is nearly always the last one. A map is made only for a long run of flushes.
-    const first = groups.length;
-    let byBloom: Map<Group["bloom"], Group> | undefined;
-    for (const c of series.chunks) {
-      if (metadataOnly.kind === "all" && !lined(c)) {
-        unsent.add(c);
-        continue;
-      }
-      const last = groups.length > first ? groups[groups.length - 1] : undefined;
-      let g = last?.bloom === c.bloom ? last : byBloom?.get(c.bloom);
-      for (let k = groups.length - 2; g === undefined && byBloom === undefined && k >= first; k--) {
-        if (groups[k]!.bloom === c.bloom) g = groups[k];
-      }
-      sent++;
-      if (g !== undefined) {
-        g.chunks.push(c.listed);
-        continue;
-      }
-      // Made holding its first chunk: most groups hold one, and an empty array's first push
-      // makes room for 17 (a needle over 2,000 groups allocated 300 KB of such room).
-      g = {
-        fingerprint: series.fingerprint,
-        labels: series.labels,
-        bloom: c.bloom,
-        chunks: [c.listed],
-      };
+    if (metadataOnly.kind !== "all") {
+      // Every chunk is sent: the series' groups are its own, made once while it lives.
+      let own = seriesGroups.get(series);
+      if (own === undefined) seriesGroups.set(series, (own = groupsOf(series, undefined)));
+      for (const g of own) groups.push(g);
+      sent += series.chunks.length;
+      continue;
+    }
+    for (const g of groupsOf(series, unsent)) {
       groups.push(g);
-      if (byBloom !== undefined) byBloom.set(c.bloom, g);
-      else if (groups.length - first > SCANNED_GROUPS) {
-        byBloom = new Map(groups.slice(first).map((x) => [x.bloom, x]));
-      }
+      sent += g.chunks.length;
     }
   }
   let failed: string | undefined;
