@@ -117,6 +117,20 @@ export function openStore(config: SieveConfig): ObjectStore {
   return openStorage(storeConfig(config));
 }
 
+/**
+ * The store the main thread's needle queries read through: a file store's reads block, as
+ * a query worker's do (query-worker.ts), rather than take a thread-pool round trip per
+ * step (open, stat, read). A needle reads a chunk's tail and a block or two, in the page
+ * cache after a flush. Through the pool, 1-4 of the first 80 needles after a restart
+ * passed the lane's budget and ran again on a worker; with blocking reads, 0-1. A read
+ * holds the thread at most one step past the budget (inline.ts), as a synchronous step of
+ * the query does.
+ */
+function inlineStore(config: SieveConfig, store: ObjectStore): ObjectStore {
+  const s = storeConfig(config);
+  return s.backend === "filesystem" ? openStorage(s, { blockingReads: true }) : store;
+}
+
 /** The bloom gateway a querier without one in process uses: remote, or its own. */
 function chunkFilterOf(
   config: SieveConfig,
@@ -360,7 +374,7 @@ export async function start(target: Target, options: StartOptions): Promise<Runn
           inline = createInlineQueries(
             pool,
             {
-              store: store!,
+              store: inlineStore(config, store!),
               chunkFilter,
               retention: retentionConfig(config.compactor),
               ...(storeWrites !== undefined && { storeWrites }),
