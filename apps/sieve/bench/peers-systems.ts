@@ -106,6 +106,11 @@ export interface System {
   flush(server: Server): Promise<void>;
   /** Stored bytes by part, after a flush and a clean stop. */
   stored(dir: string): Record<string, number>;
+  /**
+   * What the server says it did while it was queried, from its own metrics: where the needles
+   * ran and what else ran beside them (a pass twice as slow as the last is read against it).
+   */
+  counters?(server: Server): Promise<Record<string, number>>;
 }
 
 /**
@@ -214,6 +219,17 @@ export function sieveSystem(main: string): System {
     async flush(server) {
       const res = await fetch(`${server.url}/flush`, { method: "POST" });
       if (res.status !== 204) throw new Error(`sieve flush: ${res.status}`);
+    },
+    async counters(server) {
+      const text = await get(`${server.url}/metrics`, "metrics");
+      const out: Record<string, number> = {};
+      const wanted =
+        /^(sieve_querier_inline_queries_total\{outcome="\w+"\}|sieve_compactor_runs_total\{outcome="\w+"\}|sieve_compactor_segments_compacted_total) (\S+)$/;
+      for (const line of text.split("\n")) {
+        const m = wanted.exec(line);
+        if (m !== null) out[m[1]!.replace(/^sieve_/, "")] = Number(m[2]);
+      }
+      return out;
     },
     stored(dir) {
       return {

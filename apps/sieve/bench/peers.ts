@@ -21,9 +21,13 @@
  * from the Go module proxy on first use). VictoriaLogs is asked the same needles in LogsQL:
  * `{service="svc-1"} trace_id:="…"`.
  *
- * The machine is shared: each phase records the load average and the CPU the rest of the
- * machine used meanwhile; compare ratios from one run. Writes every sample as JSON under
- * bench/results/.
+ * Each system is pushed to alone, one after another. Then all are restarted on what they
+ * stored and queried together: each needle asked of each system in turn, the first asked
+ * rotating, so that the systems' latencies are taken at the same moments of this shared
+ * machine (a VM whose speed moves 1.5-2× from one minute to the next: passes run one system
+ * after another gave ratios that moved as much). Each phase records the load average and
+ * the CPU the rest of the machine used meanwhile; compare ratios from one run. Writes every
+ * sample as JSON under bench/results/.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -180,21 +184,24 @@ interface Machine {
   readonly otherCores: number;
 }
 
-function watch(pid: number): {
+/** The servers `pids` together from now until `end`: their CPU and RSS, and the machine's. */
+function watch(pids: readonly number[]): {
   end(): Machine & { cpu: number; seconds: number; peakRss: number };
 } {
+  const cpuOf = (): number => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const rssOf = (): number => pids.reduce((sum, pid) => sum + rssMiB(pid), 0);
   const t0 = performance.now();
-  const cpu0 = cpuSeconds(pid);
+  const cpu0 = cpuOf();
   const busy0 = machineBusySeconds();
-  let peakRss = rssMiB(pid);
+  let peakRss = rssOf();
   const sampler = setInterval(() => {
-    peakRss = Math.max(peakRss, rssMiB(pid));
+    peakRss = Math.max(peakRss, rssOf());
   }, 100);
   return {
     end() {
       clearInterval(sampler);
       const seconds = (performance.now() - t0) / 1000;
-      const cpu = cpuSeconds(pid) - cpu0;
+      const cpu = cpuOf() - cpu0;
       const other = machineBusySeconds() - busy0 - cpu;
       return {
         cpu,
@@ -232,24 +239,21 @@ async function push(system: System, server: Server, data: Dataset): Promise<void
 }
 
 type Shape = `${"narrow" | "wide"} ${"present" | "absent"}`;
+type Latencies = Record<Shape, number[]>;
 
-/** One pass of needle queries: latency per shape, every answer checked. */
-async function queries(
-  system: System,
-  server: Server,
-  data: Dataset,
-): Promise<Record<Shape, number[]>> {
-  const out: Record<Shape, number[]> = {
-    "narrow present": [],
-    "narrow absent": [],
-    "wide present": [],
-    "wide absent": [],
-  };
+function noLatencies(): Latencies {
+  return { "narrow present": [], "narrow absent": [], "wide present": [], "wide absent": [] };
+}
+
+/** The needles of a pass, in the order asked: each trace under both selectors, then an absent id. */
+function needles(data: Dataset): { shape: Shape; selector: string; trace: string; want: number }[] {
   const cases: { shape: Shape; selector: string; trace: string; want: number }[] = [];
   for (const [i, n] of data.present.entries()) {
+    const narrow = `{service="svc-${n.stream.service}"}`;
+    const absent = data.absent[i % data.absent.length]!;
     cases.push({
       shape: "narrow present",
-      selector: `{service="svc-${n.stream.service}"}`,
+      selector: narrow,
       trace: n.trace,
       want: LINES_PER_TRACE,
     });
@@ -259,21 +263,33 @@ async function queries(
       trace: n.trace,
       want: LINES_PER_TRACE,
     });
-    const absent = data.absent[i % data.absent.length]!;
-    cases.push({
-      shape: "narrow absent",
-      selector: `{service="svc-${n.stream.service}"}`,
-      trace: absent,
-      want: 0,
-    });
+    cases.push({ shape: "narrow absent", selector: narrow, trace: absent, want: 0 });
     cases.push({ shape: "wide absent", selector: `{env="prod"}`, trace: absent, want: 0 });
   }
-  for (const c of cases) {
-    const t0 = performance.now();
-    const lines = await system.needle(server, c.selector, c.trace, data);
-    const ms = performance.now() - t0;
-    if (lines !== c.want) throw new Error(`${c.shape} ${c.trace}: ${lines} lines, want ${c.want}`);
-    out[c.shape].push(ms);
+  return cases;
+}
+
+/**
+ * One pass of needle queries over every running system: each needle asked of each system
+ * in turn, the first to be asked rotating from one needle to the next, every answer
+ * checked. Asked so, the systems meet the same moments of this shared machine (whose
+ * speed changed 1.5-2× from one minute to the next: passes run one system after another
+ * gave ratios that moved as much).
+ */
+async function queries(running: readonly Running[], data: Dataset): Promise<Latencies[]> {
+  const out = running.map(noLatencies);
+  for (const [k, c] of needles(data).entries()) {
+    for (let j = 0; j < running.length; j++) {
+      const i = (k + j) % running.length;
+      const { system, server } = running[i]!;
+      const t0 = performance.now();
+      const lines = await system.needle(server, c.selector, c.trace, data);
+      const ms = performance.now() - t0;
+      if (lines !== c.want) {
+        throw new Error(`${system.name} ${c.shape} ${c.trace}: ${lines} lines, want ${c.want}`);
+      }
+      out[i]![c.shape].push(ms);
+    }
   }
   return out;
 }
@@ -292,40 +308,42 @@ interface Result {
   /** Push and flush together: until every line pushed is in the store. */
   readonly ingest: { seconds: number; cpu: number; peakRss: number };
   readonly storedMiB: Record<string, number>;
-  readonly cold: Record<Shape, number[]>;
-  readonly warm: Record<Shape, number[]>;
+  readonly cold: Latencies;
+  readonly warm: Latencies;
+  /** The machine while every system was queried (together: the same figures for each). */
   readonly queryMachine: Machine;
+  /** The server's own counters after the queries ({@link System.counters}). */
+  readonly queryCounters?: Record<string, number>;
 }
 
-async function run(system: System, data: Dataset): Promise<Result> {
-  const dir =
-    values.keep === undefined
-      ? mkdtempSync(join(tmpdir(), `peers-${system.name}-`))
-      : join(values.keep, system.name);
-  // The server running now: stopped on the way out, whatever failed (a wrong answer left
-  // it running, holding memory and its port, under the next run).
+type Ingested = Omit<Result, "cold" | "warm" | "queryMachine" | "queryCounters">;
+
+/** A system's server up for queries. */
+interface Running {
+  readonly system: System;
+  readonly server: Server;
+}
+
+function dirOf(system: System): string {
+  return values.keep === undefined
+    ? mkdtempSync(join(tmpdir(), `peers-${system.name}-`))
+    : join(values.keep, system.name);
+}
+
+/** Push, flush and a clean stop of one system, alone on the machine. */
+async function ingest(system: System, dir: string, data: Dataset): Promise<Ingested> {
+  // The server running now: stopped on the way out, whatever failed.
   let server: Server | undefined;
   try {
     server = await system.start(dir);
-    const w = watch(server.pid);
-    const all = watch(server.pid);
+    const w = watch([server.pid]);
+    const all = watch([server.pid]);
     await push(system, server, data);
     const p = w.end();
     const f0 = performance.now();
     await system.flush(server);
     const flushSeconds = (performance.now() - f0) / 1000;
-    const ingest = all.end();
-    await server.stop();
-    server = undefined;
-    const storedMiB = system.stored(dir);
-    // Cold: the first queries of a fresh process over what is stored (this process's own
-    // side of them already run, against a stand-in).
-    await warmClient(system, `{env="prod"}`, data.absent[0]!, data);
-    server = await system.start(dir);
-    const q = watch(server.pid);
-    const cold = await queries(system, server, data);
-    const warm = await queries(system, server, data);
-    const qm = q.end();
+    const ingested = all.end();
     await server.stop();
     server = undefined;
     const mb = data.rawBytes / 1e6;
@@ -338,15 +356,49 @@ async function run(system: System, data: Dataset): Promise<Result> {
         cores: p.cpu / p.seconds,
       },
       flushSeconds,
-      ingest: { seconds: ingest.seconds, cpu: ingest.cpu, peakRss: ingest.peakRss },
-      storedMiB,
-      cold,
-      warm,
-      queryMachine: { load1: qm.load1, otherCores: qm.otherCores },
+      ingest: { seconds: ingested.seconds, cpu: ingested.cpu, peakRss: ingested.peakRss },
+      storedMiB: system.stored(dir),
     };
   } finally {
     await server?.stop();
-    if (values.keep === undefined) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Every system restarted on what it stored, then queried together ({@link queries}): a
+ * cold pass (the first queries of each fresh process, this process's own side of them
+ * already run against a stand-in) and a warm one.
+ */
+async function queryAll(
+  systems: readonly System[],
+  dirs: readonly string[],
+  data: Dataset,
+): Promise<Pick<Result, "cold" | "warm" | "queryMachine" | "queryCounters">[]> {
+  const running: Running[] = [];
+  try {
+    for (const system of systems) {
+      await warmClient(system, `{env="prod"}`, data.absent[0]!, data);
+    }
+    for (const [i, system] of systems.entries()) {
+      running.push({ system, server: await system.start(dirs[i]!) });
+    }
+    const q = watch(running.map((r) => r.server.pid));
+    const cold = await queries(running, data);
+    const warm = await queries(running, data);
+    const qm = q.end();
+    const out = [];
+    for (const [i, { system, server }] of running.entries()) {
+      const queryCounters = await system.counters?.(server);
+      out.push({
+        cold: cold[i]!,
+        warm: warm[i]!,
+        queryMachine: { load1: qm.load1, otherCores: qm.otherCores },
+        ...(queryCounters !== undefined && { queryCounters }),
+      });
+    }
+    return out;
+  } finally {
+    for (const r of running) await r.server.stop();
   }
 }
 
@@ -402,7 +454,7 @@ function report(results: Result[], data: Dataset): void {
   }
   for (const r of results) {
     console.log(
-      `${r.system}: stored ${JSON.stringify(r.storedMiB)} MiB; while pushing load ${r.push.load1.toFixed(2)}, other processes ${r.push.otherCores.toFixed(2)} cores; while querying load ${r.queryMachine.load1.toFixed(2)}, others ${r.queryMachine.otherCores.toFixed(2)} cores`,
+      `${r.system}: stored ${JSON.stringify(r.storedMiB)} MiB; while pushing load ${r.push.load1.toFixed(2)}, other processes ${r.push.otherCores.toFixed(2)} cores; while querying (all together) load ${r.queryMachine.load1.toFixed(2)}, others ${r.queryMachine.otherCores.toFixed(2)} cores${r.queryCounters === undefined ? "" : `; after the queries ${JSON.stringify(r.queryCounters)}`}`,
     );
   }
 }
@@ -415,10 +467,26 @@ const only = values.only?.split(",");
 const systems = [sieveSystem(values.main), loki, victorialogs].filter(
   (s) => only === undefined || only.includes(s.name),
 );
-const results: Result[] = [];
-for (const system of systems) {
-  console.log(`${system.name}: push, flush, stop, restart, queries...`);
-  results.push(await run(system, data));
+/** Each system pushed to alone, one after the other, then all queried together. */
+async function measure(dirs: readonly string[]): Promise<Result[]> {
+  const ingested: Ingested[] = [];
+  for (const [i, system] of systems.entries()) {
+    console.log(`${system.name}: push, flush, stop...`);
+    ingested.push(await ingest(system, dirs[i]!, data));
+  }
+  console.log(`${systems.map((s) => s.name).join(", ")}: restart, then each needle of each...`);
+  const queried = await queryAll(systems, dirs, data);
+  return ingested.map((r, i) => ({ ...r, ...queried[i]! }));
+}
+
+const dirs = systems.map(dirOf);
+let results: Result[];
+try {
+  results = await measure(dirs);
+} finally {
+  if (values.keep === undefined) {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
 }
 report(results, data);
 const out = join(ROOT, "bench", "results");
