@@ -12,6 +12,7 @@
  *
  *   pnpm bench:peers [--mb 1000] [--queries 20] [--only sieve,loki,victorialogs] [--main dist/main.js]
  *                    [--keep DIR]   (each system's data stays in DIR/<name>, to query it again)
+ *                    [--apart]      (each system queried in a pass of its own, as before 2026-11-29)
  *
  * The data: 500 streams (`service` × `pod`, `env` prod for half the pods), ~200-byte logfmt
  * lines over two hours ending now, `trace_id` (shared by 10 lines) and `span_id` (one a
@@ -21,13 +22,18 @@
  * from the Go module proxy on first use). VictoriaLogs is asked the same needles in LogsQL:
  * `{service="svc-1"} trace_id:="…"`.
  *
- * Each system is pushed to alone, one after another. Then all are restarted on what they
- * stored and queried together: each needle asked of each system in turn, the first asked
- * rotating, so that the systems' latencies are taken at the same moments of this shared
- * machine (a VM whose speed moves 1.5-2× from one minute to the next: passes run one system
- * after another gave ratios that moved as much). Each phase records the load average and
- * the CPU the rest of the machine used meanwhile; compare ratios from one run. Writes every
- * sample as JSON under bench/results/.
+ * Each system is pushed to alone, one after another. Then Sieve and VictoriaLogs are
+ * restarted on what they stored and queried together: each needle asked of each in turn,
+ * the first asked rotating, so that their latencies are taken at the same moments of this
+ * shared machine (a VM whose speed moves 1.5-2× from one minute to the next: passes run one
+ * system after another gave ratios that moved as much). Loki, whose needles take seconds
+ * without blooms, is queried in a pass of its own ({@link System.queriedAlone}). Asked so,
+ * each needle follows the other server's, not one of its own: both run with colder CPU
+ * caches than in a pass of their own, and slower (on the 1 GB data, VictoriaLogs' narrow
+ * absent needles 1.3-1.4 ms p50 against 0.5-0.6, Sieve's 1.8 against 0.7-1.8); `--apart`
+ * measures that other regime, one pass after another. Each phase records the load average
+ * and the CPU the rest of the machine used meanwhile; compare ratios from one run. Writes
+ * every sample as JSON under bench/results/.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -59,6 +65,8 @@ const { values } = parseArgs({
     // Keeps each system's data dir under this folder (to query or profile it afterwards).
     keep: { type: "string" },
     main: { type: "string", default: fileURLToPath(new URL("../dist/main.js", import.meta.url)) },
+    // Each system queried in a pass of its own, one after another.
+    apart: { type: "boolean", default: false },
   },
 });
 const TOTAL_MB = Number(values.mb);
@@ -310,7 +318,7 @@ interface Result {
   readonly storedMiB: Record<string, number>;
   readonly cold: Latencies;
   readonly warm: Latencies;
-  /** The machine while every system was queried (together: the same figures for each). */
+  /** The machine while the system was queried (with the others of its pass: the same figures). */
   readonly queryMachine: Machine;
   /** The server's own counters after the queries ({@link System.counters}). */
   readonly queryCounters?: Record<string, number>;
@@ -454,7 +462,7 @@ function report(results: Result[], data: Dataset): void {
   }
   for (const r of results) {
     console.log(
-      `${r.system}: stored ${JSON.stringify(r.storedMiB)} MiB; while pushing load ${r.push.load1.toFixed(2)}, other processes ${r.push.otherCores.toFixed(2)} cores; while querying (all together) load ${r.queryMachine.load1.toFixed(2)}, others ${r.queryMachine.otherCores.toFixed(2)} cores${r.queryCounters === undefined ? "" : `; after the queries ${JSON.stringify(r.queryCounters)}`}`,
+      `${r.system}: stored ${JSON.stringify(r.storedMiB)} MiB; while pushing load ${r.push.load1.toFixed(2)}, other processes ${r.push.otherCores.toFixed(2)} cores; while querying load ${r.queryMachine.load1.toFixed(2)}, others ${r.queryMachine.otherCores.toFixed(2)} cores${r.queryCounters === undefined ? "" : `; after the queries ${JSON.stringify(r.queryCounters)}`}`,
     );
   }
 }
@@ -474,9 +482,21 @@ async function measure(dirs: readonly string[]): Promise<Result[]> {
     console.log(`${system.name}: push, flush, stop...`);
     ingested.push(await ingest(system, dirs[i]!, data));
   }
-  console.log(`${systems.map((s) => s.name).join(", ")}: restart, then each needle of each...`);
-  const queried = await queryAll(systems, dirs, data);
-  return ingested.map((r, i) => ({ ...r, ...queried[i]! }));
+  // The systems queried together, then each of those queried alone (all alone: --apart).
+  const alone = (s: System): boolean => values.apart || s.queriedAlone === true;
+  const passes = [systems.filter((s) => !alone(s))];
+  for (const s of systems) if (alone(s)) passes.push([s]);
+  const queried = new Map<System, Awaited<ReturnType<typeof queryAll>>[number]>();
+  for (const pass of passes.filter((p) => p.length > 0)) {
+    console.log(`${pass.map((s) => s.name).join(", ")}: restart, then each needle of each...`);
+    const got = await queryAll(
+      pass,
+      pass.map((s) => dirs[systems.indexOf(s)]!),
+      data,
+    );
+    pass.forEach((s, i) => queried.set(s, got[i]!));
+  }
+  return ingested.map((r, i) => ({ ...r, ...queried.get(systems[i]!)! }));
 }
 
 const dirs = systems.map(dirOf);
