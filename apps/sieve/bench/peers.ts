@@ -279,10 +279,8 @@ function needles(data: Dataset): { shape: Shape; selector: string; trace: string
 
 /**
  * One pass of needle queries over every running system: each needle asked of each system
- * in turn, the first to be asked rotating from one needle to the next, every answer
- * checked. Asked so, the systems meet the same moments of this shared machine (whose
- * speed changed 1.5-2× from one minute to the next: passes run one system after another
- * gave ratios that moved as much).
+ * in turn, the first to be asked rotating from one needle to the next (see the file
+ * comment), every answer checked.
  */
 async function queries(running: readonly Running[], data: Dataset): Promise<Latencies[]> {
   const out = running.map(noLatencies);
