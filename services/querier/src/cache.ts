@@ -53,6 +53,11 @@ export class ObjectCache<V extends object> {
     this.lru.set(key, value);
   }
 
+  /** Drops `key`'s entry (a load in flight still fills it). */
+  forget(key: string): void {
+    this.lru.delete(key);
+  }
+
   /** Whether `key` is cached (not counted as a lookup, nor made recent). */
   has(key: string): boolean {
     return this.lru.has(key);

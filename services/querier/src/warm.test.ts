@@ -108,6 +108,42 @@ describe("the warm-up's rehearsal", () => {
   });
 });
 
+describe("the rehearsal's chunk", () => {
+  let store: FsObjectStore;
+  let close: () => Promise<void>;
+  // One series: a chunk of 30 lines, then the newest, a flush's remainder of 2.
+  const entries = [...lines("api"), ...lines("api").slice(0, 2)].map((e, i) => ({
+    ...e,
+    timestamp: NOW - 3600n * S - BigInt(31 - i) * 60n * S,
+  }));
+  beforeAll(async () => {
+    ({ store, close } = await tempStore());
+    await writeFlush(store, "t", [{ labels: { app: "api", env: "prod" }, entries }], 30);
+  });
+  afterAll(() => close());
+
+  test("is the series' largest, and its present needle reads it out of the cache each round", async () => {
+    const querier = new Querier({ config: DEFAULT_CONFIG, store });
+    const offline = querier.withoutIngesters();
+    const rounds = 5;
+    const misses = querier.chunks.misses;
+    const report = await querier.warm(
+      ["t"],
+      { days: 1, bloomBytes: 0, rehearsals: rounds, nowMs: NOW_MS },
+      (task) => handleQuery(offline, task),
+    );
+    const form = new URLSearchParams(report.rehearsed.tasks[0]!.form);
+    expect([form.get("start"), form.get("end")]).toEqual([
+      String(entries[0]!.timestamp),
+      String(entries[29]!.timestamp + 1n),
+    ]);
+    // The present needle finds its 6 lines of the 30 each round.
+    expect(report.rehearsed).toMatchObject({ queries: 3 * rounds, lines: 6 * rounds });
+    // Read once to pick the needle, then once by each round's present needle.
+    expect(querier.chunks.misses - misses).toBe(1 + rounds);
+  });
+});
+
 describe("the warm-up's chunk ends", () => {
   let store: FsObjectStore;
   let close: () => Promise<void>;
