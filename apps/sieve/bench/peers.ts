@@ -322,7 +322,8 @@ interface Result {
   readonly queryCounters?: Record<string, number>;
 }
 
-type Ingested = Omit<Result, "cold" | "warm" | "queryMachine" | "queryCounters">;
+type Queried = Pick<Result, "cold" | "warm" | "queryMachine" | "queryCounters">;
+type Ingested = Omit<Result, keyof Queried>;
 
 /** A system's server up for queries. */
 interface Running {
@@ -379,7 +380,7 @@ async function queryAll(
   systems: readonly System[],
   dirs: readonly string[],
   data: Dataset,
-): Promise<Pick<Result, "cold" | "warm" | "queryMachine" | "queryCounters">[]> {
+): Promise<Queried[]> {
   const running: Running[] = [];
   try {
     for (const system of systems) {
@@ -484,7 +485,7 @@ async function measure(dirs: readonly string[]): Promise<Result[]> {
   const alone = (s: System): boolean => values.apart || s.queriedAlone === true;
   const passes = [systems.filter((s) => !alone(s))];
   for (const s of systems) if (alone(s)) passes.push([s]);
-  const queried = new Map<System, Awaited<ReturnType<typeof queryAll>>[number]>();
+  const queried = new Map<System, Queried>();
   for (const pass of passes.filter((p) => p.length > 0)) {
     console.log(`${pass.map((s) => s.name).join(", ")}: restart, then each needle of each...`);
     const got = await queryAll(

@@ -178,6 +178,13 @@ function groupsOf(series: IndexedSeries, unsent: Set<IndexedChunk> | undefined):
  */
 const seriesGroups = new WeakMap<IndexedSeries, readonly Group[]>();
 
+/** `series`' groups when every chunk is sent (a test with a metadata part): made once. */
+function ownGroups(series: IndexedSeries): readonly Group[] {
+  let own = seriesGroups.get(series);
+  if (own === undefined) seriesGroups.set(series, (own = groupsOf(series, undefined)));
+  return own;
+}
+
 /**
  * Index → series matching any of `selectors` → chunks in [from, through] → pruned by the
  * gateway when the query has a bloom test. Refuses more chunks than `maxChunksPerQuery`.
@@ -256,15 +263,7 @@ export async function plan(
   const unsent = new Set<IndexedChunk>();
   let sent = 0;
   for (const { series } of matched) {
-    if (metadataOnly.kind !== "all") {
-      // Every chunk is sent: the series' groups are its own, made once while it lives.
-      let own = seriesGroups.get(series);
-      if (own === undefined) seriesGroups.set(series, (own = groupsOf(series, undefined)));
-      for (const g of own) groups.push(g);
-      sent += series.chunks.length;
-      continue;
-    }
-    for (const g of groupsOf(series, unsent)) {
+    for (const g of metadataOnly.kind === "all" ? groupsOf(series, unsent) : ownGroups(series)) {
       groups.push(g);
       sent += g.chunks.length;
     }
