@@ -180,6 +180,23 @@ describe("vector aggregations and binary operations", () => {
     );
   });
 
+  it("topk and bottomk break ties by label set, whatever order the series come in", () => {
+    const streams = ["b", "a", "c"].map((pod) => ({
+      labels: { app: "x", pod },
+      entries: [at(1, "line")],
+    }));
+    for (const order of [streams, [...streams].reverse()]) {
+      for (const op of ["topk", "bottomk"]) {
+        const got = evaluateInstant(
+          parseExpr(`${op}(2, count_over_time({app="x"}[10s]))`),
+          order,
+          10n * S,
+        );
+        expect(got.map((s) => s.metric.pod).sort()).toEqual(["a", "b"]);
+      }
+    }
+  });
+
   it("arithmetic with scalars, comparisons with and without bool", () => {
     const c = 'count_over_time({app="web"}[10s])';
     expect(instant(`${c} * 60 + 1`, 10)).toEqual([

@@ -548,7 +548,6 @@ function scanRangeAgg(e: Extract<SampleExpr, { kind: "rangeAgg" }>, ev: Ev): Ste
   return out;
 }
 
-/** A range aggregation's value over one window's points (time-ordered); undefined: none. */
 /**
  * The order of two points' values at one time (NaN last): the tie-break of every points
  * function's input, in the full and the pushed-down evaluation alike.
@@ -559,6 +558,7 @@ export function byValue(a: number, b: number): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** A range aggregation's value over one window's points (time-ordered); undefined: none. */
 export function rangeFn(
   op: string,
   param: number | undefined,
@@ -675,11 +675,17 @@ function aggregate(
     switch (op) {
       case "topk":
       case "bottomk": {
+        // Ties go to the smaller label set, so the answer does not depend on the order
+        // the series were met in (a query split by interval meets them in other orders).
         const k = param ?? 0;
-        const sorted = [...grp.members].sort((a, b) =>
-          op === "topk" ? b.value - a.value : a.value - b.value,
+        const keyed = grp.members.map((s) => ({ s, key: labelsKey(s.labels) }));
+        const desc = op === "topk";
+        keyed.sort(
+          (a, b) =>
+            (desc ? byValue(-a.s.value, -b.s.value) : byValue(a.s.value, b.s.value)) ||
+            (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
         );
-        for (const s of sorted.slice(0, k)) out.set(labelsKey(s.labels), s);
+        for (const { s, key } of keyed.slice(0, k)) out.set(key, s);
         continue;
       }
       case "sum":
