@@ -1,10 +1,23 @@
 // Runs the built `sieve` command as a child process, as a user would, for end-to-end tests.
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { onTestFinished } from "vitest";
 
 /** The built entry point; `pnpm run build` (part of `npm test`) makes it. */
 export const SIEVE_MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+
+/** A new directory under the system's temporary one, removed when the calling test ends. */
+export function scratchDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  onTestFinished(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
 
 /** A running `sieve` process. */
 export interface SieveProcess {

@@ -1,9 +1,9 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { openDataset, parseRfc3339Nano, readReplay, type LogEntry } from "./datasets.js";
+import { scratchDir } from "../sieve.test-helper.js";
 import { parseSpec, type DatasetSpec } from "./spec.js";
 
 const TESTDATA = join(dirname(fileURLToPath(import.meta.url)), "testdata");
@@ -149,7 +149,7 @@ queries: { shapes: [{ name: q, fields: [trace_id] }] }
   });
 
   it("reads Loki push JSON, one body per line or one body", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "replay-"));
+    const dir = scratchDir("replay-");
     const body = (ts: string, line: string) =>
       JSON.stringify({
         streams: [{ stream: { app: "a" }, values: [[ts, line, { trace_id: "x" }]] }],
@@ -190,7 +190,7 @@ queries: { shapes: [{ name: q, fields: [trace_id] }] }
   });
 
   it("reads plain lines into one stream, 1 ms apart, ending now", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "replay-"));
+    const dir = scratchDir("replay-");
     writeFileSync(join(dir, "app.log"), "first\n\nsecond\nthird\n");
     const e = await collect(
       readReplay(join(dir, "app.log"), "lines", new Set(), { job: "x" }, NOW_NS),
@@ -219,7 +219,7 @@ queries: { shapes: [{ name: q, fields: [trace_id] }] }
     ],
     ["push JSON without streams", '{"values":[]}', "loki-push-json", 'needs "streams"'],
   ] as const)("names the line of a bad file: %s", async (_what, text, format, message) => {
-    const dir = mkdtempSync(join(tmpdir(), "replay-"));
+    const dir = scratchDir("replay-");
     writeFileSync(join(dir, "bad"), `${text}\n`);
     await expect(
       collect(readReplay(join(dir, "bad"), format, new Set(), {}, NOW_NS)),

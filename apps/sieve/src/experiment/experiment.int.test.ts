@@ -2,11 +2,10 @@
 // spec, and every figure checked against what the test counts itself.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { SIEVE_MAIN } from "../sieve.test-helper.js";
+import { SIEVE_MAIN, scratchDir } from "../sieve.test-helper.js";
 import type { ExperimentResults } from "./results.js";
 
 const SPEC = `
@@ -67,7 +66,7 @@ function files(dir: string): string[] {
 // each): 25-45 s here with the suite running beside it.
 describe("sieve experiment run", { timeout: 180_000 }, () => {
   it("runs every configuration on the real path and reports figures that add up", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "experiment-"));
+    const dir = scratchDir("experiment-");
     writeFileSync(join(dir, "tiny.yaml"), SPEC);
     const out = join(dir, "out");
     const run = await experiment(["run", join(dir, "tiny.yaml"), "--out", out, "--keep-data"]);
@@ -150,7 +149,7 @@ describe("sieve experiment run", { timeout: 180_000 }, () => {
   });
 
   it("stops on Ctrl-C and keeps the configurations that finished", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "experiment-"));
+    const dir = scratchDir("experiment-");
     writeFileSync(join(dir, "tiny.yaml"), SPEC);
     const out = join(dir, "out");
     let sent = false;
@@ -182,7 +181,7 @@ describe("sieve experiment run", { timeout: 180_000 }, () => {
       "no field span_id",
     ],
   ])("refuses a spec with %s before running anything (exit 2)", async (_what, text, message) => {
-    const dir = mkdtempSync(join(tmpdir(), "experiment-"));
+    const dir = scratchDir("experiment-");
     writeFileSync(join(dir, "bad.yaml"), text);
     const run = await experiment(["run", join(dir, "bad.yaml"), "--out", join(dir, "out")]);
     expect(run.code).toBe(2);
