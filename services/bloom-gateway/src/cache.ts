@@ -67,6 +67,8 @@ export interface BloomCacheOptions {
   readonly onRead?: (seconds: number, outcome: "ok" | FailOpenReason) => void;
   /** Called once per block the cache decides to read record by record. */
   readonly onFallback?: (key: string, reason: FallbackReason, detail: string) => void;
+  /** Called when the budget evicts an entry (what was cut from it may be held elsewhere). */
+  readonly onEvict?: () => void;
 }
 
 /** Bytes counted for a single-record entry besides its bit arrays: key, filter object, list links. */
@@ -137,7 +139,9 @@ export class BloomCache {
           ? entry.block.bytes
           : entry.bloom.filter.byteLength + ENTRY_OVERHEAD_BYTES,
       dispose: (_value, _key, reason) => {
-        if (reason === "evict") this.evictions++;
+        if (reason !== "evict") return;
+        this.evictions++;
+        options.onEvict?.();
       },
     });
   }
@@ -161,6 +165,11 @@ export class BloomCache {
   cutHeld(block: LoadedBlock, location: BloomRecordLocation, fingerprint: bigint): BloomRecord {
     this.hits++;
     return this.cut(block, location, fingerprint);
+  }
+
+  /** Counts `n` hits on held blocks whose blooms the caller kept from earlier cuts. */
+  countHits(n: number): void {
+    this.hits += n;
   }
 
   /**

@@ -16,7 +16,7 @@ import { compilePipeline, extractBloomTests, parseExpr, printExpr } from "@sieve
 import type { BloomTest } from "@sieve/logql";
 import { pino } from "pino";
 import { Registry } from "prom-client";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
 import type { BloomGatewayConfig } from "./config.js";
 import { keptChunks, matchingChunks, writeBlock } from "./fixtures.test-helper.js";
@@ -120,6 +120,13 @@ describe("BloomGateway.filterChunkRefs", () => {
     expect(web.stats.chunksPruned).toBe(0);
     const absent = await g.filterChunkRefs(request('{pod=~".+"} | team="web"', series));
     expect(absent.stats.chunksPruned).toBe(12);
+    // The same from the series' table (the array came back with its blooms held).
+    const cut = vi.spyOn(g.cache, "cutHeld");
+    for (const test of ['app="api"', 'app="web"', 'app=~".+"']) {
+      const again = await g.filterChunkRefs(request(`{pod=~".+"} | ${test}`, series));
+      expect(again.stats.chunksPruned, test).toBe(0);
+    }
+    expect(cut).not.toHaveBeenCalled();
   });
 
   test("a test that cannot prune reads nothing and keeps everything", async () => {
@@ -911,5 +918,70 @@ describe("BloomGateway.loadBlocks", () => {
     // A block that cannot be read is skipped; the others load.
     expect(await g.loadBlocks(["team-a/blooms/none", ...keys], 1 << 30)).toBe(2);
     expect(g.cacheStats()).toMatchObject({ blockLoads: 2 });
+  });
+});
+
+describe("a series array sent again (its table)", () => {
+  test("answers what finding each series' bloom answers: refs, stats and verdicts", async () => {
+    let tabled = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(seriesSpec, { minLength: 1, maxLength: 6 }),
+        stages,
+        fc.record({
+          metadataTokens: fc.record({ keys: fc.boolean(), values: fc.boolean() }),
+          prefixed: fc.boolean(),
+        }),
+        fc.boolean(),
+        async (specs, st, tokens, explain) => {
+          const unique = specs.map((s, i) => ({ ...s, labels: { ...s.labels, pod: `p${i}` } }));
+          const series = await block(unique, undefined, tokens);
+          const q = parseExpr(`{app="api"} ${st.join(" ")}`);
+          if (q.kind !== "log") return;
+          const req = { ...request(extractBloomTests(q), series), ...(explain && { explain }) };
+          const g = gateway();
+          await g.filterChunkRefs(req);
+          const cut = vi.spyOn(g.cache, "cutHeld");
+          // The second time, the blocks are held: each bloom is cut, and the table made.
+          const found = await g.filterChunkRefs(req);
+          const cuts = cut.mock.calls.length;
+          const tabledAnswer = await g.filterChunkRefs(req);
+          expect(tabledAnswer).toEqual(found);
+          if (cut.mock.calls.length === cuts && req.test.kind !== "all") tabled++;
+        },
+      ),
+      { numRuns: 300 },
+    );
+    // Not vacuous: the third request was answered from the table (no bloom cut again).
+    expect(tabled).toBeGreaterThan(100);
+  });
+
+  test("a table is dropped when the cache evicts a block, and the blooms are found again", async () => {
+    const sets = [];
+    for (let i = 0; i < 6; i++) sets.push(await block(haystack(4, 2, 10, `app${i}`)));
+    const [mine, ...others] = sets as [WrittenSeries[], ...WrittenSeries[][]];
+    const ask = (series: readonly FilterSeries[], trace: string) =>
+      request(`{app=~"app.*"} | trace_id="${trace}"`, series);
+    const probe = gateway();
+    await probe.filterChunkRefs(ask(mine, "x"));
+    const one = probe.cacheStats().bytes;
+    // Room for four blocks, each loaded whole.
+    const g = gateway({ cacheMaxBytes: 4 * one + one / 2, maxBlockBytes: 2 * one });
+    const req = ask(mine, "t-1-1-3");
+    await g.filterChunkRefs(req);
+    await g.filterChunkRefs(req);
+    const cut = vi.spyOn(g.cache, "cutHeld");
+    const tabled = await g.filterChunkRefs(req);
+    expect(cut).not.toHaveBeenCalled();
+    expect([...keptChunks(tabled)]).toHaveLength(1);
+    for (const s of others) await g.filterChunkRefs(ask(s, "x"));
+    expect(g.cacheStats().evictions).toBeGreaterThan(0);
+    expect(g.cache.held(keyOf(mine[0]!))).toBeUndefined();
+    const again = await g.filterChunkRefs(req);
+    expect(again.stats).toMatchObject({ blocksRead: 1, failedOpen: {} });
+    expect([...keptChunks(again)]).toEqual([...keptChunks(tabled)]);
+    // Found through the block again, and a table made anew once it has been held twice.
+    await g.filterChunkRefs(req);
+    expect(cut).toHaveBeenCalled();
   });
 });

@@ -35,6 +35,7 @@ import { GatewayError } from "./errors.js";
 import { Verdicts, failedLeaf } from "./explain.js";
 import { BloomGatewayMetrics } from "./metrics.js";
 import type { FailOpenReason } from "./reasons.js";
+import { BY_CHUNK, BY_RECORD, BY_SERIES, GroupTable } from "./table.js";
 
 /** Stats of nothing filtered yet. */
 export function emptyStats(): FilterStats {
@@ -177,6 +178,58 @@ class CompiledTest {
     return evaluateMetadataTest(test, this.plain, labels);
   }
 
+  /**
+   * The series and chunk tests ({@link series}, {@link chunk}) of the groups of `table`:
+   * group `i`'s series test with `low` and `high` 0, the test of its chunk keyed by
+   * `chunkKeyLow`/`chunkKeyHigh` with those words (blooms whose chunk tokens are keyed by
+   * checksum). The same answers, with each leaf's tokens and the groups' filters and flags
+   * found once, not once a group. Undefined for a test with line leaves (their n-grams
+   * depend on each bloom's settings).
+   */
+  testerOf(table: GroupTable): GroupTest | undefined {
+    if (this.metadataOnly !== this.test) return undefined;
+    const { filters, keys, values } = table;
+    let low = 0;
+    let high = 0;
+    const has = (key: TokenKey, i: number): boolean =>
+      filters[i]!.testHashed((key.lo ^ low) >>> 0, (key.hi ^ high) >>> 0);
+    const compile = (t: BloomTest): ((i: number) => boolean) => {
+      switch (t.kind) {
+        case "all":
+        case "line":
+          return () => true;
+        case "key": {
+          const label = table.streamLabel(t.name);
+          const name = this.names.get(t.name)!;
+          return (i) => label[i] === 1 || keys[i] === 0 || has(name, i);
+        }
+        case "kv": {
+          const label = table.streamLabel(t.name);
+          const name = this.names.get(t.name)!;
+          const pair = this.pairs.get(t.name)!.get(t.value)!;
+          // The pair first, as the oracle asks it.
+          return (i) =>
+            label[i] === 1 ||
+            ((values[i] === 0 || has(pair, i)) && (keys[i] === 0 || has(name, i)));
+        }
+        case "and": {
+          const children = t.children.map(compile);
+          return (i) => children.every((c) => c(i));
+        }
+        case "or": {
+          const children = t.children.map(compile);
+          return (i) => children.some((c) => c(i));
+        }
+      }
+    };
+    const tree = compile(this.test);
+    return (i, chunkLow, chunkHigh) => {
+      low = chunkLow;
+      high = chunkHigh;
+      return tree(i);
+    };
+  }
+
   /** The chunk test: the same tree on the chunk's prefixed tokens. */
   chunk(
     bloom: BloomRecord,
@@ -267,6 +320,12 @@ function locationOf(s: FilterSeries): BloomRecordLocation {
 /** The refs a series keeps when it keeps none: one array, never written. */
 const NONE: SegmentChunk[] = [];
 
+/** The test of group `i`'s series (words 0) or of one of its chunks (its key words). */
+type GroupTest = (i: number, chunkLow: number, chunkHigh: number) => boolean;
+
+/** A series array sent once, not yet given a table. */
+const SEEN = Symbol("seen");
+
 /** Label strings parsed (or refused, as null) by a gateway, bounded. */
 const MAX_PARSED_LABELS = 65_536;
 
@@ -292,6 +351,12 @@ export class BloomGateway implements ChunkFilter {
    * strings was 0.8 ms of a 578-series query's 10. Cleared when full, not evicted.
    */
   private readonly parsedLabels = new Map<string, Record<string, string> | null>();
+  /**
+   * By a request's series array: its {@link GroupTable}, or SEEN once it has been sent once
+   * (a table is made when it comes again with every bloom held: most arrays, a remote
+   * querier's, come once).
+   */
+  private tables = new WeakMap<readonly FilterSeries[], GroupTable | typeof SEEN>();
 
   constructor(
     private readonly config: BloomGatewayConfig,
@@ -307,6 +372,9 @@ export class BloomGateway implements ChunkFilter {
       },
       onFallback: (key, reason, detail) => {
         this.logger.warn({ key, reason, detail }, "reading a bloom block record by record");
+      },
+      onEvict: () => {
+        this.tables = new WeakMap();
       },
     });
     this.metrics = new BloomGatewayMetrics(registry, () => this.cache.stats());
@@ -361,6 +429,19 @@ export class BloomGateway implements ChunkFilter {
     } else {
       const compiled = new CompiledTest(req.test);
       const sources = { hit: 0, miss: 0, inflight: 0 };
+      const table = this.tables.get(req.series);
+      if (table instanceof GroupTable && table.stillHeld((key) => this.cache.held(key))) {
+        this.judgeTable(table, compiled, kept, stats, verdicts);
+        const n = req.series.length;
+        stats.cacheHits += n;
+        this.cache.countHits(n);
+        this.metrics.cacheRequests.inc({ result: "hit" }, n);
+        return this.answer(req, kept, stats, verdicts, started, table);
+      }
+      // What a table is made of, when every group's bloom is cut from a held block.
+      let cut = 0;
+      const records: BloomRecord[] = [];
+      const labelsOf: Record<string, string>[] = [];
       // Series whose block is in memory are tested here and now (no promise, no timer:
       // a 250-series needle spent a third of its bloom stage on them); the rest wait for
       // their reads, `maxConcurrentReads` at a time.
@@ -394,8 +475,15 @@ export class BloomGateway implements ChunkFilter {
         }
         sources.hit++;
         stats.cacheHits++;
+        records[i] = record;
+        labelsOf[i] = labels;
+        cut++;
         kept[i] = this.judge(s, location, record, labels, compiled, stats, verdicts);
       });
+      if (table === undefined) this.tables.set(req.series, SEEN);
+      else if (cut === req.series.length) {
+        this.tables.set(req.series, new GroupTable(req.series, records, labelsOf, held));
+      }
       await mapLimit(waiting, this.config.maxConcurrentReads, async ({ s, i, labels }) => {
         const location = locationOf(s);
         let record: BloomRecord;
@@ -421,14 +509,61 @@ export class BloomGateway implements ChunkFilter {
         if (n > 0) this.metrics.cacheRequests.inc({ result }, n);
       }
     }
+    return this.answer(req, kept, stats, verdicts, started);
+  }
+
+  /**
+   * {@link judge} for each group of a request that has a good table; without explain, a
+   * group whose series test fails, or each of whose chunks fails its test, is skipped here
+   * without finding its bloom or walking its test (judge answers the others).
+   */
+  private judgeTable(
+    table: GroupTable,
+    compiled: CompiledTest,
+    kept: (SegmentChunk[] | undefined)[],
+    stats: FilterStats,
+    verdicts: Verdicts,
+  ): void {
+    const { series, mode, records, labels, firstChunk, chunkLow, chunkHigh } = table;
+    const test = verdicts.explain ? undefined : compiled.testerOf(table);
+    for (let i = 0; i < series.length; i++) {
+      const s = series[i]!;
+      if (test !== undefined && mode[i] !== BY_RECORD) {
+        let may = mode[i] === BY_SERIES && test(i, 0, 0);
+        for (let c = firstChunk[i]!; mode[i] === BY_CHUNK && !may && c < firstChunk[i + 1]!; c++) {
+          may = test(i, chunkLow[c]!, chunkHigh[c]!);
+        }
+        if (!may) {
+          stats.seriesSkipped++;
+          kept[i] = NONE;
+          continue;
+        }
+      }
+      kept[i] = this.judge(s, locationOf(s), records[i]!, labels[i]!, compiled, stats, verdicts);
+    }
+  }
+
+  /** The answer to `req` once each series' kept refs are known (`table`: its table, if used). */
+  private answer(
+    req: FilterRequest,
+    kept: readonly (SegmentChunk[] | undefined)[],
+    stats: FilterStats,
+    verdicts: Verdicts,
+    started: number,
+    table?: GroupTable,
+  ): FilterResponse {
     const series: FilterResponse["series"] = [];
-    req.series.forEach((s, i) => {
+    let sent = table?.chunks ?? 0;
+    let left = 0;
+    for (let i = 0; i < kept.length; i++) {
       const chunks = kept[i]!;
-      stats.series++;
-      stats.chunks += s.chunks.length;
-      stats.chunksPruned += s.chunks.length - chunks.length;
-      if (chunks.length > 0) series.push({ fingerprint: s.fingerprint, chunks });
-    });
+      if (table === undefined) sent += req.series[i]!.chunks.length;
+      left += chunks.length;
+      if (chunks.length > 0) series.push({ fingerprint: req.series[i]!.fingerprint, chunks });
+    }
+    stats.series += kept.length;
+    stats.chunks += sent;
+    stats.chunksPruned += sent - left;
     this.record(req.tenant, stats, started);
     return { series, stats, ...verdicts.field() };
   }

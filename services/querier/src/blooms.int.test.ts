@@ -15,7 +15,7 @@ import type { FsObjectStore } from "@sieve/storage";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { Registry } from "prom-client";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
 import { KEEP_ALL_FILTER } from "./deps.js";
 import type { ChunkFilter } from "@sieve/proto";
@@ -131,6 +131,36 @@ describe("bloom pruning through the real gateway", () => {
       expect(got.stats.chunksFetched as number).toBeGreaterThanOrEqual(present ? 1 : 0);
       expect((got.stats.bloomGateway as Json).chunks).toBe(240);
     }
+  });
+
+  test("needles over a selection's whole span send one series array, which the gateway keeps a table for", async () => {
+    const real = gateway();
+    const sent: unknown[] = [];
+    const base = await serve({
+      filterChunkRefs: (req) => {
+        sent.push(req.series);
+        return real.filterChunkRefs(req);
+      },
+    });
+    const scan = await serve(KEEP_ALL_FILTER);
+    const cut = vi.spyOn(real.cache, "cutHeld");
+    for (const trace of ["tr-3-17", "tr-0-0", "tr-9-1", "tr-7-119"]) {
+      const q = `{service="api"} | trace_id="${trace}"`;
+      expect((await query(base, q)).lines).toEqual((await query(scan, q)).lines);
+    }
+    expect(new Set(sent).size).toBe(1);
+    // The first needle read the blocks; the second cut each group's bloom from them and made
+    // the table; the last two cut none.
+    expect(cut).toHaveBeenCalledTimes((sent[0] as unknown[]).length);
+    // Over part of the span, the series are cut to it: an array of their own each time.
+    const part = { ...range, end: String(T0 + 300n * S) };
+    for (let i = 0; i < 2; i++) {
+      const params = new URLSearchParams({ query: '{service="api"} | trace_id="x"', ...part });
+      expect((await fetch(`${base}/loki/api/v1/query_range?${params.toString()}`)).status).toBe(
+        200,
+      );
+    }
+    expect(new Set(sent).size).toBe(3);
   });
 
   test("inside the chunks it reads, only the blocks that hold the needle are decompressed", async () => {

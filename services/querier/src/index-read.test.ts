@@ -204,7 +204,8 @@ describe("readSeries over several segments", () => {
     expect(early).toEqual(await reference(T0 - 3600n * S, T0 + 1800n * S));
     const first = await read(T0 - 3600n * S, T0 + 7200n * S);
     expect(first).toEqual(await reference(T0 - 3600n * S, T0 + 7200n * S));
-    const chunks = (series: IndexedSeries[]) => series.reduce((n, s) => n + s.chunks.length, 0);
+    const chunks = (series: readonly IndexedSeries[]) =>
+      series.reduce((n, s) => n + s.chunks.length, 0);
     expect(chunks(first)).toBeGreaterThan(chunks(early));
     // Series listed by several segments are the merge's own objects, found again.
     const second = await read(T0 - 3600n * S, T0 + 7200n * S);

@@ -224,18 +224,19 @@ function selection(segment: LoadedSegment, selectors: readonly (readonly Matcher
 
 /**
  * The series of `segment` (some of `selectors` matches, when given) with their chunks in
- * [from, through]: when the range holds every chunk of the selection, the selection itself
- * (what `mergeIndexed` would answer, chunk by chunk).
+ * [from, through]: when the range holds every chunk of the selection, the selection's own
+ * array (what `mergeIndexed` would answer, chunk by chunk), the same for every such query:
+ * the planner and the bloom gateway keep what they make from it by its identity.
  */
 function inRange(
   segment: LoadedSegment,
   from: bigint,
   through: bigint,
   selectors?: readonly (readonly Matcher[])[],
-): IndexedSeries[] {
+): readonly IndexedSeries[] {
   if (selectors === undefined) return mergeIndexed([segment.series], from, through);
   const chosen = selection(segment, selectors);
-  if (from <= chosen.from && through >= chosen.through) return [...chosen.series];
+  if (from <= chosen.from && through >= chosen.through) return chosen.series;
   return mergeIndexed([chosen.series], from, through);
 }
 
@@ -252,7 +253,7 @@ export async function readSeries(
   through: bigint,
   ctx: QueryContext,
   selectors?: readonly (readonly Matcher[])[],
-): Promise<IndexedSeries[]> {
+): Promise<readonly IndexedSeries[]> {
   return ctx.stats.time("index", async () => {
     const list = async (): Promise<string[]> => {
       try {
@@ -329,8 +330,8 @@ async function indexView(
 function withoutExpired(
   parts: QuerierParts,
   tenant: string,
-  series: IndexedSeries[],
-): IndexedSeries[] {
+  series: readonly IndexedSeries[],
+): readonly IndexedSeries[] {
   const retention = parts.retention.of(tenant);
   if (!retention.expires) return series;
   const nowMs = Date.now();

@@ -185,6 +185,35 @@ function ownGroups(series: IndexedSeries): readonly Group[] {
   return own;
 }
 
+/** The groups of a request to the gateway, and the chunks they hold. */
+interface Sent {
+  readonly groups: readonly Group[];
+  readonly chunks: number;
+}
+
+/**
+ * The groups of every chunk of `series`, in one array kept while `series` lives when it is
+ * a selection's own (index-read.ts hands every query over its whole span the same array):
+ * a gateway in this thread keeps what it works out for a request by the array it is sent.
+ */
+const selectionGroups = new WeakMap<readonly IndexedSeries[], Sent>();
+
+function allGroups(series: readonly IndexedSeries[], keep: boolean): Sent {
+  const kept = selectionGroups.get(series);
+  if (kept !== undefined) return kept;
+  const groups: Group[] = [];
+  let chunks = 0;
+  for (const s of series) {
+    for (const g of ownGroups(s)) {
+      groups.push(g);
+      chunks += g.chunks.length;
+    }
+  }
+  const made = { groups, chunks };
+  if (keep) selectionGroups.set(series, made);
+  return made;
+}
+
 /**
  * Index → series matching any of `selectors` → chunks in [from, through] → pruned by the
  * gateway when the query has a bloom test. Refuses more chunks than `maxChunksPerQuery`.
@@ -258,16 +287,18 @@ export async function plan(
     );
   }
   stats.bloomsUsed = true;
-  // A group per series and bloom location (chunks of one listing share its object).
-  const groups: Group[] = [];
+  // A group per series and bloom location (chunks of one listing share its object); with a
+  // test of line leaves alone, only the chunks whose blooms have n-grams.
   const unsent = new Set<IndexedChunk>();
-  let sent = 0;
-  for (const { series } of matched) {
-    for (const g of metadataOnly.kind === "all" ? groupsOf(series, unsent) : ownGroups(series)) {
-      groups.push(g);
-      sent += g.chunks.length;
-    }
+  let sending: Sent;
+  if (metadataOnly.kind === "all") {
+    const withNgrams = matched.flatMap(({ series }) => groupsOf(series, unsent));
+    sending = { groups: withNgrams, chunks: inRange - unsent.size };
+  } else {
+    const whole = matched.length === all.length;
+    sending = allGroups(whole ? all : matched.map(({ series }) => series), whole);
   }
+  const { groups, chunks: sent } = sending;
   let failed: string | undefined;
   const kept = new Set<SegmentChunk>();
   const keptIds = new Set<string>();
