@@ -16,7 +16,7 @@ export type { PartitionedShape } from "./partitioned.js";
 export { ScalableBloomFilter, SCALABLE_DEFAULTS } from "./scalable.js";
 export type { ScalableOptions, ScalableParameters, AddResult } from "./scalable.js";
 export { CountingBloomFilter, SATURATED } from "./counting.js";
-export { RibbonFilter, RIBBON_MIN_RATE, RIBBON_WIDTH } from "./ribbon.js";
+export { RibbonFilter, RIBBON_MIN_RATE, RIBBON_WIDTH, ribbonLookup } from "./ribbon.js";
 export type { RibbonShape } from "./ribbon.js";
 export type { CountingShape } from "./counting.js";
 export { Limiter } from "./limiter.js";

@@ -70,9 +70,6 @@ export class RibbonFilter implements RibbonShape {
    * ends with them so that one would throw.
    */
   private readonly view: DataView;
-  private readonly columnBytes: number;
-  private readonly span: number;
-  private readonly mask: number;
 
   /** A filter over solved, packed `values` (built by {@link fromHashes} or deserialised). */
   constructor(shape: RibbonShape, values: Uint8Array) {
@@ -94,11 +91,8 @@ export class RibbonFilter implements RibbonShape {
     this.slots = slots;
     this.bits = bits;
     this.seed = seed;
-    this.columnBytes = slots / 8;
     this.values = values;
     this.view = new DataView(values.buffer, values.byteOffset, length);
-    this.span = slots - RIBBON_WIDTH + 1;
-    this.mask = 2 ** bits - 1;
   }
 
   /** Fingerprint bits for a rate of at most `fp`: ceil(log2(1/fp)), at most 16. */
@@ -159,31 +153,7 @@ export class RibbonFilter implements RibbonShape {
 
   /** {@link test} for a hash given as two 32-bit halves. */
   testHashed(lo: number, hi: number): boolean {
-    const seed = this.seed;
-    const start = startOf(lo, seed, this.span);
-    const cl = rowLow(lo, hi, seed);
-    const ch = rowHigh(lo, hi, seed);
-    const f = fingerprintOf(lo, hi, seed);
-    const z = this.view;
-    const shift = start & 7;
-    let at = start >>> 3;
-    for (let j = 0; j < this.bits; j++, at += this.columnBytes) {
-      // The column's bits of slots [start, start + 64), as two 32-bit halves.
-      const a = z.getUint32(at, true);
-      const b = z.getUint32(at + 4, true);
-      let w0 = a;
-      let w1 = b;
-      if (shift !== 0) {
-        w0 = (a >>> shift) | (b << (32 - shift));
-        w1 = (b >>> shift) | (z.getUint8(at + 8) << (32 - shift));
-      }
-      let x = (w0 & cl) ^ (w1 & ch);
-      x ^= x >>> 16;
-      x ^= x >>> 8;
-      x ^= x >>> 4;
-      if (((0x6996 >>> (x & 0xf)) & 1) !== ((f >>> j) & 1)) return false;
-    }
-    return true;
+    return ribbonLookup(this.view, 0, this.slots, this.bits, this.seed, lo, hi);
   }
 
   /** The rate at which a key that was not added passes: 2^-r. */
@@ -195,6 +165,47 @@ export class RibbonFilter implements RibbonShape {
   get byteLength(): number {
     return this.values.length;
   }
+}
+
+/**
+ * {@link RibbonFilter.testHashed} of the filter of shape (`slots`, `bits`, `seed`) whose
+ * values start at byte `offset` of `view`: for a caller that keeps many filters' shapes in
+ * flat arrays and reads their values where they lie (the bloom gateway's tables), without
+ * going through each filter's object to its values.
+ */
+export function ribbonLookup(
+  view: DataView,
+  offset: number,
+  slots: number,
+  bits: number,
+  seed: number,
+  lo: number,
+  hi: number,
+): boolean {
+  const columnBytes = slots >>> 3;
+  const start = startOf(lo, seed, slots - RIBBON_WIDTH + 1);
+  const cl = rowLow(lo, hi, seed);
+  const ch = rowHigh(lo, hi, seed);
+  const f = fingerprintOf(lo, hi, seed);
+  const shift = start & 7;
+  let at = offset + (start >>> 3);
+  for (let j = 0; j < bits; j++, at += columnBytes) {
+    // The column's bits of slots [start, start + 64), as two 32-bit halves.
+    const a = view.getUint32(at, true);
+    const b = view.getUint32(at + 4, true);
+    let w0 = a;
+    let w1 = b;
+    if (shift !== 0) {
+      w0 = (a >>> shift) | (b << (32 - shift));
+      w1 = (b >>> shift) | (view.getUint8(at + 8) << (32 - shift));
+    }
+    let x = (w0 & cl) ^ (w1 & ch);
+    x ^= x >>> 16;
+    x ^= x >>> 8;
+    x ^= x >>> 4;
+    if (((0x6996 >>> (x & 0xf)) & 1) !== ((f >>> j) & 1)) return false;
+  }
+  return true;
 }
 
 /** Slots for `count` keys with `epsilon` spare: at least {@link RIBBON_WIDTH}, a multiple of 8. */

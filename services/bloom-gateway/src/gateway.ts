@@ -1,4 +1,4 @@
-import { hashKey, lastHash, type AnyFilter } from "@sieve/bloom";
+import { hashKey, lastHash, ribbonLookup, type AnyFilter } from "@sieve/bloom";
 import {
   ALL_METADATA_TOKENS,
   CHUNK_PREFIX_BYTES,
@@ -188,11 +188,16 @@ class CompiledTest {
    */
   testerOf(table: GroupTable): GroupTest | undefined {
     if (this.metadataOnly !== this.test) return undefined;
-    const { filters, keys, values } = table;
+    const { filters, keys, values, ribbon, views, offset, slots, bits, seed } = table;
     let low = 0;
     let high = 0;
-    const has = (key: TokenKey, i: number): boolean =>
-      filters[i]!.testHashed((key.lo ^ low) >>> 0, (key.hi ^ high) >>> 0);
+    const has = (key: TokenKey, i: number): boolean => {
+      const lo = (key.lo ^ low) >>> 0;
+      const hi = (key.hi ^ high) >>> 0;
+      const view = ribbon[i]!;
+      if (view < 0) return filters[i]!.testHashed(lo, hi);
+      return ribbonLookup(views[view]!, offset[i]!, slots[i]!, bits[i]!, seed[i]!, lo, hi);
+    };
     const compile = (t: BloomTest): ((i: number) => boolean) => {
       switch (t.kind) {
         case "all":

@@ -1,4 +1,4 @@
-import type { AnyFilter } from "@sieve/bloom";
+import { RibbonFilter, type AnyFilter } from "@sieve/bloom";
 import { chunkKeyHigh, chunkKeyLow, type BloomRecord } from "@sieve/index";
 import type { FilterSeries } from "@sieve/proto";
 import type { LoadedBlock } from "./block.js";
@@ -23,6 +23,18 @@ export const BY_RECORD = 2;
 export class GroupTable {
   /** The groups' filters, and which tokens each holds (1: yes), by group. */
   readonly filters: AnyFilter[];
+  /**
+   * A ribbon filter's values where they lie, and its shape, by group (`ribbon` -1: another
+   * kind of filter): read through `ribbonLookup` from flat arrays, a lookup's first loads
+   * are its values, not the filter object, then its view, then its buffer, each a cache
+   * miss on a needle that follows another server's (as bench:peers asks them).
+   */
+  readonly ribbon: Int32Array;
+  readonly views: DataView[] = [];
+  readonly offset: Int32Array;
+  readonly slots: Int32Array;
+  readonly bits: Uint8Array;
+  readonly seed: Uint32Array;
   readonly keys: Uint8Array;
   readonly values: Uint8Array;
   /** How each group is tested: {@link BY_SERIES}, {@link BY_CHUNK} or {@link BY_RECORD}. */
@@ -46,6 +58,26 @@ export class GroupTable {
   ) {
     const n = series.length;
     this.filters = records.map((r) => r.filter);
+    this.ribbon = new Int32Array(n).fill(-1);
+    this.offset = new Int32Array(n);
+    this.slots = new Int32Array(n);
+    this.bits = new Uint8Array(n);
+    this.seed = new Uint32Array(n);
+    const buffers = new Map<ArrayBufferLike, number>();
+    this.filters.forEach((f, i) => {
+      if (!(f instanceof RibbonFilter)) return;
+      const { buffer, byteOffset } = f.values;
+      let view = buffers.get(buffer);
+      if (view === undefined) {
+        buffers.set(buffer, (view = this.views.length));
+        this.views.push(new DataView(buffer));
+      }
+      this.ribbon[i] = view;
+      this.offset[i] = byteOffset;
+      this.slots[i] = f.slots;
+      this.bits[i] = f.bits;
+      this.seed[i] = f.seed;
+    });
     this.keys = new Uint8Array(n);
     this.values = new Uint8Array(n);
     this.mode = new Uint8Array(n);
