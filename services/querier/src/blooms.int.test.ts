@@ -163,6 +163,51 @@ describe("bloom pruning through the real gateway", () => {
     expect(new Set(sent).size).toBe(3);
   });
 
+  test("a needle over a chunk its stream's retention cuts through: the lines after the cutoff", async () => {
+    const own = await tempStore();
+    try {
+      // One chunk of 8 lines an hour apart, the retention period's end between the 4th and 5th.
+      const day = 86_400n * S;
+      const now = BigInt(Date.now()) * 1_000_000n;
+      const first = now - day - 4n * 3600n * S + 1800n * S;
+      const entries = [...Array(8).keys()].map((i) => ({
+        timestamp: first + BigInt(i) * 3600n * S,
+        line: `line ${i}`,
+        structuredMetadata: [{ name: "trace_id", value: "tr-kept" }],
+      }));
+      await writeFlush(own.store, "t", [{ labels: { app: "db" }, entries }], 8);
+      const querier = createQuerier({
+        config: DEFAULT_CONFIG,
+        store: own.store,
+        chunkFilter: new BloomGateway(
+          GATEWAY_CONFIG,
+          own.store,
+          pino({ level: "silent" }),
+          new Registry(),
+        ),
+        retention: {
+          enabled: true,
+          limits: { retentionPeriodMs: 86_400_000, retentionStream: [] },
+          overrides: {},
+        },
+      });
+      // Asked three times: the gateway answers the last from its table.
+      for (let i = 0; i < 3; i++) {
+        const got = await querier.selectLogs({
+          tenant: "t",
+          query: '{app="db"} | trace_id="tr-kept"',
+          start: now - 2n * day,
+          end: now,
+          limit: 100,
+          direction: "forward",
+        });
+        expect(got.entries.map((e) => e.line)).toEqual(["line 4", "line 5", "line 6", "line 7"]);
+      }
+    } finally {
+      await own.close();
+    }
+  });
+
   test("inside the chunks it reads, only the blocks that hold the needle are decompressed", async () => {
     const scan = await serve(KEEP_ALL_FILTER); // no bloom: every chunk is fetched
     const want = needleStreams()

@@ -100,6 +100,25 @@ const MISSING = Object.fromEntries(
   (Object.keys(MISSING_REASONS) as MissingReason[]).map((reason) => [reason, noBloom(reason)]),
 ) as Record<MissingReason, ChunkOutcome>;
 
+/**
+ * Where the chunks `kept` were sent from, in the series' order and each series' chunks';
+ * undefined when one was not sent or the groups were not made of whole series.
+ */
+function keptIn(
+  kept: ReadonlySet<SegmentChunk>,
+  sent: Sent,
+): { series: number; chunk: number }[] | undefined {
+  if (sent.series === undefined) return undefined;
+  const where = locations(sent);
+  const out = [];
+  for (const c of kept) {
+    const at = where.get(c);
+    if (at === undefined) return undefined;
+    out.push(at);
+  }
+  return out.sort((a, b) => a.series - b.series || a.chunk - b.chunk);
+}
+
 /** Kept or pruned, and why (explain's words), for chunk `c` of the series `fp`. */
 function judge(c: IndexedChunk, fp: bigint, answer: BloomAnswer): ChunkOutcome {
   if (c.bloom.kind === "missing") return MISSING[c.bloom.reason];
@@ -189,6 +208,20 @@ function ownGroups(series: IndexedSeries): readonly Group[] {
 interface Sent {
   readonly groups: readonly Group[];
   readonly chunks: number;
+  /** The series the groups were made of, all their chunks sent ({@link allGroups}). */
+  readonly series?: readonly IndexedSeries[];
+  /** Each chunk's record sent → its series' index in {@link series} and its own there. */
+  where?: Map<SegmentChunk, { readonly series: number; readonly chunk: number }>;
+}
+
+/** `sent.where`, made on first use. */
+function locations(sent: Sent): NonNullable<Sent["where"]> {
+  if (sent.where !== undefined) return sent.where;
+  const where = new Map<SegmentChunk, { series: number; chunk: number }>();
+  sent.series?.forEach((s, i) => {
+    s.chunks.forEach((c, k) => where.set(c.listed, { series: i, chunk: k }));
+  });
+  return (sent.where = where);
 }
 
 /**
@@ -209,7 +242,7 @@ function allGroups(series: readonly IndexedSeries[], keep: boolean): Sent {
       chunks += g.chunks.length;
     }
   }
-  const made = { groups, chunks };
+  const made = { groups, chunks, series };
   if (keep) selectionGroups.set(series, made);
   return made;
 }
@@ -299,6 +332,8 @@ export async function plan(
     sending = allGroups(whole ? all : matched.map(({ series }) => series), whole);
   }
   const { groups, chunks: sent } = sending;
+  // A gateway in this thread answers with the records it was sent; others with copies.
+  const own = parts.chunkFilter.answersWithSentRecords === true;
   let failed: string | undefined;
   const kept = new Set<SegmentChunk>();
   const keptIds = new Set<string>();
@@ -320,8 +355,6 @@ export async function plan(
     for (const [reason, chunks] of Object.entries(response.stats.failedOpen)) {
       parts.labels.report.failedOpen(reason, chunks, tenant);
     }
-    // A gateway in this thread answers with the records it was sent; others with copies.
-    const own = parts.chunkFilter.answersWithSentRecords === true;
     for (const s of response.series) {
       for (const c of s.chunks) {
         if (own) kept.add(c);
@@ -367,8 +400,19 @@ export async function plan(
     if (t === undefined) audits.set(key, (t = testedPart(test, ngrams, metadataTokens)));
     return t.kind === "all" ? undefined : t;
   };
+  // Without explain, failure or chunks left unsent, the planned chunks are those the gateway
+  // kept, found where they were sent: a wide needle judged each of its 500 chunks to find
+  // the five it kept.
+  const tested = own && failed === undefined && !answer.noGateway;
+  const found =
+    tested && explain === undefined && unsent.size === 0 ? keptIn(kept, sending) : undefined;
   const out: PlannedChunk[] = [];
-  for (const { series, labels, cutoff } of matched) {
+  for (const { series: i, chunk: k } of found ?? []) {
+    const { series, labels, cutoff } = matched[i]!;
+    const chunk = series.chunks[k]!;
+    out.push(planned(chunk, labels, cutoff, auditOf(chunk)));
+  }
+  for (const { series, labels, cutoff } of found === undefined ? matched : []) {
     for (const chunk of series.chunks) {
       const judged = judge(chunk, series.fingerprint, answer);
       explain?.add(series.labels, chunk, judged);
