@@ -253,7 +253,7 @@ describe("sieve all", () => {
     // The query workers loaded the newest index and its bloom blocks before the server
     // listened (querier.queryReadyDays): the first needle reads no bloom block.
     // The main thread rehearsed its queries through the query routes before it listened,
-    // 30 rounds of three, and none of them reached the request log.
+    // 30 rounds of four, and none of them reached the request log.
     const records = sieve
       .output()
       .split("\n")
@@ -263,16 +263,16 @@ describe("sieve all", () => {
     const rehearsed = records.findIndex((r) => r.msg === "rehearsed the query routes");
     expect(rehearsed).toBeGreaterThanOrEqual(0);
     expect(rehearsed).toBeLessThan(ready);
-    expect(records[rehearsed]!.queries).toBe(90);
+    expect(records[rehearsed]!.queries).toBe(120);
     expect(records.slice(0, ready).filter((r) => r.msg === "incoming request")).toEqual([]);
     // Nor does the way it is left out warn (fastify deprecated its first spelling).
     expect(sieve.output()).not.toMatch(/Deprecation/);
-    // Its needles (two of three a round) ran on the main thread: the compactor, whose runs
+    // Its needles (three of four a round) ran on the main thread: the compactor, whose runs
     // send needles to the workers, starts after it.
     const inline = (await (await fetch(new URL("/metrics", sieve.url))).text()).match(
       /^sieve_querier_inline_queries_total\{outcome="answered"\} (\d+)$/m,
     );
-    expect(Number(inline?.[1])).toBe(60);
+    expect(Number(inline?.[1])).toBe(90);
     const first = await queryRange('{app="pino"} | trace_id="trace-7"');
     expect(lines(first)).toHaveLength(3);
     const gateway = first.stats.sieve?.bloomGateway as { blocksRead: number; cacheHits: number };

@@ -20,7 +20,7 @@ import type { Logger } from "pino";
  */
 export const REHEARSAL_ADDRESS = "sieve-rehearsal";
 
-/** Rounds of the rehearsed queries (three a round: ~0.1-0.3 s in all on the peers data). */
+/** Rounds of the rehearsed queries (four a round: ~0.1-0.4 s in all on the peers data). */
 export const ROUTE_REHEARSALS = 30;
 
 /**

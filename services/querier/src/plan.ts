@@ -209,9 +209,12 @@ interface Sent {
   readonly groups: readonly Group[];
   readonly chunks: number;
   /** The series the groups were made of, all their chunks sent ({@link allGroups}). */
-  readonly series?: readonly IndexedSeries[];
-  /** Each chunk's record sent → its series' index in {@link series} and its own there. */
-  where?: Map<SegmentChunk, { readonly series: number; readonly chunk: number }>;
+  readonly series: readonly IndexedSeries[] | undefined;
+  /**
+   * Each chunk's record sent → its series' index in {@link series} and its own there,
+   * made on first use (every Sent is made with the slot: one object shape for the planner).
+   */
+  where: Map<SegmentChunk, { readonly series: number; readonly chunk: number }> | undefined;
 }
 
 /** `sent.where`, made on first use. */
@@ -242,7 +245,7 @@ function allGroups(series: readonly IndexedSeries[], keep: boolean): Sent {
       chunks += g.chunks.length;
     }
   }
-  const made = { groups, chunks, series };
+  const made: Sent = { groups, chunks, series, where: undefined };
   if (keep) selectionGroups.set(series, made);
   return made;
 }
@@ -326,7 +329,12 @@ export async function plan(
   let sending: Sent;
   if (metadataOnly.kind === "all") {
     const withNgrams = matched.flatMap(({ series }) => groupsOf(series, unsent));
-    sending = { groups: withNgrams, chunks: inRange - unsent.size };
+    sending = {
+      groups: withNgrams,
+      chunks: inRange - unsent.size,
+      series: undefined,
+      where: undefined,
+    };
   } else {
     const whole = matched.length === all.length;
     sending = allGroups(whole ? all : matched.map(({ series }) => series), whole);

@@ -13,7 +13,7 @@ import type { Querier } from "./querier.js";
 
 /** The longest a warm-up waits. */
 const WARM_MS = 10_000;
-/** Rounds of rehearsal queries in a warm-up (three a round; warm.ts). */
+/** Rounds of rehearsal queries in a warm-up (four a round; warm.ts). */
 const REHEARSALS = 20;
 
 /**

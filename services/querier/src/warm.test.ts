@@ -77,16 +77,26 @@ describe("the warm-up's rehearsal", () => {
       (task) => handleQuery(offline, task),
     );
     expect(report).toMatchObject({ tenants: 1, segments: 1, series: 2 });
-    // Three queries a round; the present needle finds the 6 lines of its trace each time.
-    expect(report.rehearsed).toMatchObject({ queries: 12, lines: 4 * 6 });
+    // Four queries a round; the present needle finds the 6 lines of its trace each time.
+    expect(report.rehearsed).toMatchObject({ queries: 16, lines: 4 * 6 });
     expect(calls()).toBe(0);
-    // Its three distinct queries, for the HTTP layer to ask again: the series, then a
-    // present and an absent needle under its first label.
-    const queries = report.rehearsed.tasks.map((t) => new URLSearchParams(t.form).get("query"));
-    expect(queries).toHaveLength(3);
+    // Its four distinct queries, for the HTTP layer to ask again: the series, then a
+    // present and an absent needle under its first label, over the series' chunk; then the
+    // absent needle over every loaded chunk's time.
+    const forms = report.rehearsed.tasks.map((t) => new URLSearchParams(t.form));
+    const queries = forms.map((f) => f.get("query"));
+    expect(queries).toHaveLength(4);
     expect(queries[0]).toMatch(/^\{app="(api|web)", env="prod"\}$/);
     expect(queries[1]).toMatch(/^\{app="(api|web)"\} \| \w+="[^"]+"$/);
     expect(queries[2]).toMatch(/-absent"$/);
+    expect(queries[3]).toBe(queries[2]);
+    const times = ["api", "web"].flatMap(lines).map((e) => e.timestamp);
+    const first = times.reduce((a, b) => (a < b ? a : b));
+    const last = times.reduce((a, b) => (a > b ? a : b));
+    expect([forms[3]!.get("start"), forms[3]!.get("end")]).toEqual([
+      String(first),
+      String(last + 1n),
+    ]);
     expect(report.rehearsed.tasks.every((t) => t.tenant === "t" && t.route === "query_range")).toBe(
       true,
     );
@@ -138,7 +148,7 @@ describe("the rehearsal's chunk", () => {
       String(entries[29]!.timestamp + 1n),
     ]);
     // The present needle finds its 6 lines of the 30 each round.
-    expect(report.rehearsed).toMatchObject({ queries: 3 * rounds, lines: 6 * rounds });
+    expect(report.rehearsed).toMatchObject({ queries: 4 * rounds, lines: 6 * rounds });
     // Read once to pick the needle, then once by each round's present needle.
     expect(querier.chunks.misses - misses).toBe(1 + rounds);
   });

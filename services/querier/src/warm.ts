@@ -40,7 +40,7 @@ export interface WarmOptions {
   readonly days: number;
   /** Bytes of bloom blocks to hold at most, newest blocks first. */
   readonly bloomBytes: number;
-  /** Rounds of rehearsal queries (three a round: a selector, a present and an absent needle). */
+  /** Rounds of rehearsal queries (four a round: a selector, a present and two absent needles). */
   readonly rehearsals?: number;
   /** Stops the warm-up; what it did not load is read at first use. */
   readonly signal?: AbortSignal;
@@ -111,7 +111,7 @@ export async function warmQuerier(
   const rehearsed =
     run === undefined || sample === undefined || rounds <= 0
       ? NO_REHEARSAL
-      : await rehearse(parts, sample, rounds, nowNs, run, signal);
+      : await rehearse(parts, sample, spanOf(chunks), rounds, nowNs, run, signal);
   return {
     tenants: tenants.length,
     segments,
@@ -175,6 +175,17 @@ function largest(chunks: readonly IndexedChunk[]): IndexedChunk | undefined {
   return out;
 }
 
+/** The time the chunks cover, first to last (ns). */
+function spanOf(chunks: readonly IndexedChunk[]): { from: bigint; through: bigint } {
+  let from = chunks[0]?.ref.from ?? 0n;
+  let through = from;
+  for (const { ref } of chunks) {
+    if (ref.from < from) from = ref.from;
+    if (ref.through > through) through = ref.through;
+  }
+  return { from, through };
+}
+
 /** The series rehearsals ask about: the largest chunk of a loaded segment's first series. */
 interface Sample {
   readonly tenant: string;
@@ -183,15 +194,21 @@ interface Sample {
 }
 
 /**
- * `rounds` × three queries over the sample's chunk's range: its series' selector (limit
+ * `rounds` × four queries: over the sample's chunk's range, its series' selector (limit
  * 10), and under its first label a needle on the first metadata pair of its newest line
- * (present) and the same pair with another value (absent). Answers are thrown away; a
- * failed one ends the rehearsal (the queries will meet the same failure themselves), and
- * so does the warm-up's signal: what was loaded stays loaded.
+ * (present) and the same pair with another value (absent); and that absent needle over all
+ * the loaded chunks' `span`, as a needle over a selection's whole span (the bloom gateway
+ * tests each of its series' blooms, and from the third round on from the selection's table:
+ * before, the first wide needle after a start met filter kinds and object shapes the
+ * rehearsal had not, and its code was thrown away and compiled again, 5 ms over the main
+ * thread's budget). Answers are thrown away; a failed one ends the rehearsal (the queries
+ * will meet the same failure themselves), and so does the warm-up's signal: what was
+ * loaded stays loaded.
  */
 async function rehearse(
   parts: QuerierParts,
   sample: Sample,
+  span: { from: bigint; through: bigint },
   rounds: number,
   nowNs: bigint,
   run: RehearsalRunner,
@@ -208,19 +225,25 @@ async function rehearse(
   const { value: reader } = await cachedChunk(parts, key);
   const newest = reader.entries({ direction: "backward" }).next().value;
   const pair = newest?.structuredMetadata[0];
-  const queries = [series];
+  const queries = [{ query: series, from: ref.from, through: ref.through }];
   if (pair !== undefined) {
+    const absent = `${first} | ${pair.name}=${JSON.stringify(`${pair.value}-absent`)}`;
     queries.push(
-      `${first} | ${pair.name}=${JSON.stringify(pair.value)}`,
-      `${first} | ${pair.name}=${JSON.stringify(`${pair.value}-absent`)}`,
+      {
+        query: `${first} | ${pair.name}=${JSON.stringify(pair.value)}`,
+        from: ref.from,
+        through: ref.through,
+      },
+      { query: absent, from: ref.from, through: ref.through },
+      { query: absent, ...span },
     );
   }
-  const tasks = queries.map((query): QueryTask => ({
+  const tasks = queries.map(({ query, from, through }): QueryTask => ({
     route: "query_range",
     form: new URLSearchParams({
       query,
-      start: String(ref.from),
-      end: String(ref.through + 1n),
+      start: String(from),
+      end: String(through + 1n),
       limit: "10",
       direction: "backward",
     }).toString(),
