@@ -411,9 +411,8 @@ export async function plan(
   // Without explain, failure or chunks left unsent, the planned chunks are those the gateway
   // kept, found where they were sent: a wide needle judged each of its 500 chunks to find
   // the five it kept.
-  const tested = own && failed === undefined && !answer.noGateway;
-  const found =
-    tested && explain === undefined && unsent.size === 0 ? keptIn(kept, sending) : undefined;
+  const answeredAll = own && failed === undefined && !answer.noGateway && unsent.size === 0;
+  const found = answeredAll && explain === undefined ? keptIn(kept, sending) : undefined;
   const out: PlannedChunk[] = [];
   for (const { series: i, chunk: k } of found ?? []) {
     const { series, labels, cutoff } = matched[i]!;
