@@ -700,6 +700,27 @@ const filter: fc.Arbitrary<string> = fc.letrec<{ f: string }>((tie) => ({
       .map(([a, op, b]) => `(${a}${op}${b})`),
   ),
 })).f;
+/** Which tokens the blooms hold: names, pairs, chunk-prefixed ones. */
+const tokenSettings = fc.record({
+  metadataTokens: fc.record({ keys: fc.boolean(), values: fc.boolean() }),
+  prefixed: fc.boolean(),
+});
+
+/** A block of `specs` (each its own stream) and the log query of `st`; none for a metric one. */
+async function writtenQuery(
+  specs: SeriesSpec[],
+  st: string[],
+  tokens: Pick<SeriesBloomOptions, "metadataTokens" | "prefixed">,
+): Promise<
+  { series: WrittenSeries[]; q: Extract<ReturnType<typeof parseExpr>, { kind: "log" }> } | undefined
+> {
+  // Distinct streams: the pod label makes each series its own.
+  const unique = specs.map((s, i) => ({ ...s, labels: { ...s.labels, pod: `p${i}` } }));
+  const series = await block(unique, undefined, tokens);
+  const q = parseExpr(`{app="api"} ${st.join(" ")}`);
+  return q.kind === "log" ? { series, q } : undefined;
+}
+
 const stages = fc.array(
   fc.oneof(
     filter.map((f) => `| ${f}`),
@@ -787,16 +808,11 @@ describe("no false negatives", () => {
       fc.asyncProperty(
         fc.array(seriesSpec, { minLength: 1, maxLength: 6 }),
         stages,
-        fc.record({
-          metadataTokens: fc.record({ keys: fc.boolean(), values: fc.boolean() }),
-          prefixed: fc.boolean(),
-        }),
+        tokenSettings,
         async (specs, st, tokens) => {
-          // Distinct streams: the pod label makes each series its own.
-          const unique = specs.map((s, i) => ({ ...s, labels: { ...s.labels, pod: `p${i}` } }));
-          const series = await block(unique, undefined, tokens);
-          const q = parseExpr(`{app="api"} ${st.join(" ")}`);
-          if (q.kind !== "log") return;
+          const written = await writtenQuery(specs, st, tokens);
+          if (written === undefined) return;
+          const { series, q } = written;
           const pipeline = compilePipeline(q.pipeline);
           const line = "x user=z level=q";
           const must = matchingChunks(
@@ -928,16 +944,12 @@ describe("a series array sent again (its table)", () => {
       fc.asyncProperty(
         fc.array(seriesSpec, { minLength: 1, maxLength: 6 }),
         stages,
-        fc.record({
-          metadataTokens: fc.record({ keys: fc.boolean(), values: fc.boolean() }),
-          prefixed: fc.boolean(),
-        }),
+        tokenSettings,
         fc.boolean(),
         async (specs, st, tokens, explain) => {
-          const unique = specs.map((s, i) => ({ ...s, labels: { ...s.labels, pod: `p${i}` } }));
-          const series = await block(unique, undefined, tokens);
-          const q = parseExpr(`{app="api"} ${st.join(" ")}`);
-          if (q.kind !== "log") return;
+          const written = await writtenQuery(specs, st, tokens);
+          if (written === undefined) return;
+          const { series, q } = written;
           const req = { ...request(extractBloomTests(q), series), ...(explain && { explain }) };
           const g = gateway();
           await g.filterChunkRefs(req);
