@@ -489,7 +489,8 @@ console.log(
   "| range | runs | p50 ms | p99 ms | p50 CPU ms | lines counted | lines scanned | chunks fetched | series |",
 );
 console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-for (const m of metricSummary) {
+// A range asked 0 times (`--metric-1h 0`) has no figures to print.
+for (const m of metricSummary.filter((x) => x.runs > 0)) {
   console.log(
     `| ${m.hours} h | ${m.runs} | ${m.p50Ms.toFixed(0)} | ${m.p99Ms.toFixed(0)} | ${m.p50CpuMs.toFixed(0)} | ${m.lines} | ${m.linesScanned} | ${m.chunksFetched} | ${m.series} |`,
   );
