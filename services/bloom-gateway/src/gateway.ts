@@ -188,14 +188,14 @@ class CompiledTest {
    */
   testerOf(table: GroupTable): GroupTest | undefined {
     if (this.metadataOnly !== this.test) return undefined;
-    const { filters, keys, values, ribbon, views, offset, slots, bits, seed } = table;
+    const { records, keys, values, ribbon, views, offset, slots, bits, seed } = table;
     let low = 0;
     let high = 0;
     const has = (key: TokenKey, i: number): boolean => {
       const lo = (key.lo ^ low) >>> 0;
       const hi = (key.hi ^ high) >>> 0;
       const view = ribbon[i]!;
-      if (view < 0) return filters[i]!.testHashed(lo, hi);
+      if (view < 0) return records[i]!.filter.testHashed(lo, hi);
       return ribbonLookup(views[view]!, offset[i]!, slots[i]!, bits[i]!, seed[i]!, lo, hi);
     };
     const compile = (t: BloomTest): ((i: number) => boolean) => {

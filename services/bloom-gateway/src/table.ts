@@ -1,4 +1,4 @@
-import { RibbonFilter, type AnyFilter } from "@sieve/bloom";
+import { RibbonFilter } from "@sieve/bloom";
 import { chunkKeyHigh, chunkKeyLow, type BloomRecord } from "@sieve/index";
 import type { FilterSeries } from "@sieve/proto";
 import type { LoadedBlock } from "./block.js";
@@ -21,13 +21,12 @@ export const BY_RECORD = 2;
  * hold an evicted block's filters in memory).
  */
 export class GroupTable {
-  /** The groups' filters, and which tokens each holds (1: yes), by group. */
-  readonly filters: AnyFilter[];
   /**
    * A ribbon filter's values where they lie, and its shape, by group (`ribbon` -1: another
-   * kind of filter): read through `ribbonLookup` from flat arrays, a lookup's first loads
-   * are its values, not the filter object, then its view, then its buffer, each a cache
-   * miss on a needle that follows another server's (as bench:peers asks them).
+   * kind of filter, asked through its record): read through `ribbonLookup` from flat
+   * arrays, a lookup's first loads are its values, not the filter object, then its view,
+   * then its buffer, each a cache miss on a needle that follows another server's (as
+   * bench:peers asks them).
    */
   readonly ribbon: Int32Array;
   readonly views: DataView[] = [];
@@ -35,6 +34,7 @@ export class GroupTable {
   readonly slots: Int32Array;
   readonly bits: Uint8Array;
   readonly seed: Uint32Array;
+  /** Which tokens each group's bloom holds (1: yes). */
   readonly keys: Uint8Array;
   readonly values: Uint8Array;
   /** How each group is tested: {@link BY_SERIES}, {@link BY_CHUNK} or {@link BY_RECORD}. */
@@ -45,7 +45,7 @@ export class GroupTable {
   readonly chunkLow: Int32Array;
   readonly chunkHigh: Int32Array;
   /** The groups' chunks, all told. */
-  readonly chunks: number = 0;
+  readonly chunks: number;
   /** A stream label name → 1 for each group whose series has it (a test's leaf on it passes). */
   private readonly named = new Map<string, Uint8Array>();
 
@@ -57,50 +57,47 @@ export class GroupTable {
     private readonly blocks: ReadonlyMap<string, LoadedBlock | undefined>,
   ) {
     const n = series.length;
-    this.filters = records.map((r) => r.filter);
+    this.chunks = series.reduce((sum, s) => sum + s.chunks.length, 0);
     this.ribbon = new Int32Array(n).fill(-1);
     this.offset = new Int32Array(n);
     this.slots = new Int32Array(n);
     this.bits = new Uint8Array(n);
     this.seed = new Uint32Array(n);
-    const buffers = new Map<ArrayBufferLike, number>();
-    this.filters.forEach((f, i) => {
-      if (!(f instanceof RibbonFilter)) return;
-      const { buffer, byteOffset } = f.values;
-      let view = buffers.get(buffer);
-      if (view === undefined) {
-        buffers.set(buffer, (view = this.views.length));
-        this.views.push(new DataView(buffer));
-      }
-      this.ribbon[i] = view;
-      this.offset[i] = byteOffset;
-      this.slots[i] = f.slots;
-      this.bits[i] = f.bits;
-      this.seed[i] = f.seed;
-    });
     this.keys = new Uint8Array(n);
     this.values = new Uint8Array(n);
     this.mode = new Uint8Array(n);
     this.firstChunk = new Int32Array(n + 1);
+    this.chunkLow = new Int32Array(this.chunks);
+    this.chunkHigh = new Int32Array(this.chunks);
+    const buffers = new Map<ArrayBufferLike, number>();
+    let at = 0;
     for (let i = 0; i < n; i++) {
-      const { metadataTokens } = records[i]!;
+      const { filter, metadataTokens } = records[i]!;
+      if (filter instanceof RibbonFilter) {
+        const { buffer, byteOffset } = filter.values;
+        let view = buffers.get(buffer);
+        if (view === undefined) {
+          buffers.set(buffer, (view = this.views.length));
+          this.views.push(new DataView(buffer));
+        }
+        this.ribbon[i] = view;
+        this.offset[i] = byteOffset;
+        this.slots[i] = filter.slots;
+        this.bits[i] = filter.bits;
+        this.seed[i] = filter.seed;
+      }
       this.keys[i] = metadataTokens.keys ? 1 : 0;
       this.values[i] = metadataTokens.values ? 1 : 0;
       const { chunks } = series[i]!;
       // A bloom whose chunks are all prefixed may hold nothing else (gateway.ts, judge).
       if (!(chunks.length > 0 && chunks.every((c) => c.prefixed))) this.mode[i] = BY_SERIES;
       else this.mode[i] = metadataTokens.checksumKeys === true ? BY_CHUNK : BY_RECORD;
-      this.chunks += chunks.length;
-      this.firstChunk[i + 1] = this.chunks;
+      for (const c of chunks) {
+        this.chunkLow[at] = chunkKeyLow(c.checksum);
+        this.chunkHigh[at++] = chunkKeyHigh(c.checksum);
+      }
+      this.firstChunk[i + 1] = at;
     }
-    this.chunkLow = new Int32Array(this.chunks);
-    this.chunkHigh = new Int32Array(this.chunks);
-    series.forEach((s, i) => {
-      s.chunks.forEach((c, k) => {
-        this.chunkLow[this.firstChunk[i]! + k] = chunkKeyLow(c.checksum);
-        this.chunkHigh[this.firstChunk[i]! + k] = chunkKeyHigh(c.checksum);
-      });
-    });
   }
 
   /** Whether every block is still the one held under its key (`held` answers the cache's). */
