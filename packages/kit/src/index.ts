@@ -26,6 +26,7 @@ export type { ErrorHandlerOptions } from "./http.js";
 export { PortPeer, Transfer, fromPortError, toPortError } from "./port.js";
 export type { PortError, PortLike, PortMethods } from "./port.js";
 export {
+  primeSnappy,
   snappyCompress,
   snappyDeclaredLength,
   snappyImplementation,

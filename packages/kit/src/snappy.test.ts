@@ -33,6 +33,15 @@ describe("snappy", () => {
     expect(fallback.snappyImplementation).toBe("js");
   });
 
+  it("primes the native binding's memory on this thread, and nothing without it", () => {
+    expect(native.primeSnappy()).toBeGreaterThan(0);
+    expect(fallback.primeSnappy()).toBe(0);
+    const data = text(200_000);
+    expect(Buffer.from(native.snappyUncompress(native.snappyCompress(data))).equals(data)).toBe(
+      true,
+    );
+  });
+
   it("round-trips, and each side reads what the other wrote", () => {
     fc.assert(
       fc.property(payloads, (data) => {

@@ -90,6 +90,30 @@ export function snappyUncompress(block: Uint8Array): Uint8Array {
   return jsUncompress(block, declared);
 }
 
+/** The largest output {@link primeSnappy} makes: past a chunk's sections and blocks. */
+const PRIME_MAX_BYTES = 1 << 20;
+
+/**
+ * Readies the native binding's allocator on this thread, for a thread that answers queries
+ * to call as it warms up. The binding's outputs come from its own allocator (Rust's
+ * mimalloc), which gives each thread memory of its own and each size of output pages of
+ * its own: the first output of a size on a thread faults in fresh pages, which the kernel
+ * zeroes (huge pages here). On this project's 2-core VM the first needle after a start to
+ * read a chunk's 126 KB metadata section spent 5-9 ms of the main thread's CPU in one such
+ * call (`perf`: the kernel's clear_page under mimalloc's free list), which took 0.03 ms
+ * when repeated. One output of each size from 4 KB to 1 MB (×1.25 a step) faults those
+ * pages in here instead: ~30-80 ms a thread. Answers the milliseconds it took (0 without
+ * the native binding: snappyjs's outputs are V8's).
+ */
+export function primeSnappy(): number {
+  if (native === undefined) return 0;
+  const started = performance.now();
+  for (let size = 4096; size <= PRIME_MAX_BYTES; size = Math.ceil(size * 1.25)) {
+    native.uncompressSync(native.compressSync(Buffer.alloc(size), COPY), COPY_BUFFER);
+  }
+  return performance.now() - started;
+}
+
 /**
  * Walks the tags of a raw snappy block and sums the bytes they produce, stopping past
  * `limit`; answers -1 for a malformed tag. snappyjs writes past the end of its output array
