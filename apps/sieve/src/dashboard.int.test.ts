@@ -2,11 +2,12 @@
  * Every metric the "Sieve" Grafana dashboard (deploy/grafana/dashboards/sieve.json) queries
  * is one Sieve exports, with the labels the dashboard groups it by: a `sieve all` process
  * (every role's metrics in one registry: distributor, ingester, querier, bloom gateway) is
- * given a push, a refused push, a query and a flush, so the labelled counters have samples,
- * then its /metrics is scraped. The dashboard's expressions are parsed with Prometheus's
- * grammar (deploy.test-helper.ts): a histogram's `_bucket`, `_sum` and `_count` series
- * belong to the family exported under the name without the suffix. `instance` and `job` are
- * Prometheus's target labels, added at scrape time; `le` is the buckets'.
+ * given a push, a refused push, a query, a flush and a compactor run, so the labelled
+ * counters have samples, then its /metrics is scraped. The dashboard's expressions are
+ * parsed with Prometheus's grammar (deploy.test-helper.ts): a histogram's `_bucket`, `_sum`
+ * and `_count` series belong to the family exported under the name without the suffix.
+ * `instance` and `job` are Prometheus's target labels, added at scrape time; `le` is the
+ * buckets'.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -47,7 +48,11 @@ beforeAll(async () => {
   sieve = await cluster.start({
     target: "all",
     args: ["--data-dir", dir],
-    env: { SIEVE_DISTRIBUTOR_LIMITS_MAX_LINE_BYTES: String(MAX_LINE_BYTES) },
+    env: {
+      SIEVE_DISTRIBUTOR_LIMITS_MAX_LINE_BYTES: String(MAX_LINE_BYTES),
+      // The first run starts one interval after the compactor does (as Loki's).
+      SIEVE_COMPACTOR_COMPACTION_INTERVAL_MS: "300",
+    },
   });
   const now = BigInt(Date.now()) * 1_000_000n;
   const stream = { app: "dashboard", env: "test" };
@@ -69,7 +74,12 @@ beforeAll(async () => {
   expect(query.status).toBe(200);
   // Cuts and stores the head: a sample of the flushes by reason.
   expect((await fetch(`${sieve.url}/flush`, { method: "POST" })).status).toBe(204);
-  exposition = await scrape(sieve.url);
+  // A compactor run: a sample of the runs by outcome.
+  for (;;) {
+    exposition = await scrape(sieve.url);
+    if (/^sieve_compactor_runs_total\{/m.test(exposition)) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }, 120_000);
 
 afterAll(async () => {
