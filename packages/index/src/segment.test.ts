@@ -19,9 +19,11 @@ import {
 } from "./reader.js";
 import {
   dayOf,
+  dayString,
   decodeSegment,
   encodeSegment,
   newSegmentId,
+  segmentDayPrefix,
   segmentKey,
   type IndexSegment,
   type SegmentChunk,
@@ -310,6 +312,26 @@ describe("segment keys", () => {
     ["t", ""],
   ])("refuses tenant %j id %j", (tenant, id) => {
     expect(() => segmentKey(tenant, D, id)).toThrow(IndexError);
+  });
+
+  it("names each day as a Date does, whatever days were named before", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: -1000, max: 2_932_896 }), { maxLength: 40 }),
+        (days) => {
+          for (const day of [...days, ...days.reverse()]) {
+            expect(dayString(day)).toBe(new Date(day * 86_400_000).toISOString().slice(0, 10));
+          }
+        },
+      ),
+    );
+    expect(dayString(-1)).toBe("1969-12-31");
+    expect(dayString(D)).toBe("2024-05-01");
+  });
+
+  it("refuses tenants of more than 256 UTF-8 bytes", () => {
+    expect(segmentDayPrefix("é".repeat(128), D)).toBe(`${"é".repeat(128)}/index/2024-05-01/`);
+    expect(() => segmentDayPrefix("é".repeat(129), D)).toThrow(IndexError);
   });
 
   it("maps timestamps to UTC days", () => {

@@ -127,9 +127,23 @@ export function dayOf(ns: bigint): number {
   return Number(ns < 0n && day * NS_PER_DAY !== ns ? day - 1n : day);
 }
 
+/**
+ * The days {@link dayString} wrote last, by their last three bits: every query lists the
+ * segments of its days, most of them today's and yesterday's, and formatting a Date took
+ * 3.4 µs of a needle's ~180 on the main thread.
+ */
+const DAY_STRINGS = 8;
+const stringDays = new Float64Array(DAY_STRINGS).fill(Number.NaN);
+const dayStrings: string[] = new Array<string>(DAY_STRINGS).fill("");
+
 /** The day as it appears in keys: `YYYY-MM-DD`, which sorts as the days do. */
 export function dayString(day: number): string {
-  return new Date(day * 86_400_000).toISOString().slice(0, 10);
+  const slot = day & (DAY_STRINGS - 1);
+  if (stringDays[slot] !== day) {
+    dayStrings[slot] = new Date(day * 86_400_000).toISOString().slice(0, 10);
+    stringDays[slot] = day;
+  }
+  return dayStrings[slot]!;
 }
 
 /** The key prefix of one tenant's segments of one day: `<tenant>/index/<YYYY-MM-DD>/`. */
@@ -167,7 +181,7 @@ export function newSegmentId(writer: string, nowMs: number, sequence: number): s
 }
 
 function checkTenant(tenant: string): void {
-  const bytes = new TextEncoder().encode(tenant).length;
+  const bytes = Buffer.byteLength(tenant, "utf8");
   if (
     bytes === 0 ||
     bytes > MAX_TENANT_BYTES ||

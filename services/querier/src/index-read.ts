@@ -103,19 +103,21 @@ export async function cachedSegment(
 
 /**
  * The keys of the tenant's segments of the days [from, through] touches, through the
- * querier's listings cache (listings.ts); `signal` cancels the store's listing.
+ * querier's listings cache (listings.ts); `signal` cancels the store's listing, asked only
+ * when the store is (a query's signal is made at first use: a needle whose listings are
+ * cached made one for nothing, 7 µs of its ~180 on the main thread).
  */
 export function listedSegments(
   parts: QuerierParts,
   tenant: string,
   from: bigint,
   through: bigint,
-  signal?: AbortSignal,
+  signal?: () => AbortSignal | undefined,
 ): Promise<string[]> {
   const store = {
     list: (prefix: string) =>
-      parts.listings.list(prefix, () => parts.store.list(prefix, { signal })),
-    get: (key: string) => parts.store.get(key, { signal }),
+      parts.listings.list(prefix, () => parts.store.list(prefix, { signal: signal?.() })),
+    get: (key: string) => parts.store.get(key, { signal: signal?.() }),
   };
   return listSegments(store, tenant, from, through);
 }
@@ -258,7 +260,7 @@ export async function readSeries(
     const list = async (): Promise<string[]> => {
       try {
         // The listing is this query's own (not a shared cache load): its deadline cancels it.
-        return await ctx.race(listedSegments(parts, tenant, from, through, ctx.signal));
+        return await ctx.race(listedSegments(parts, tenant, from, through, () => ctx.signal));
       } catch (error) {
         if (error instanceof IndexError && error.code === "invalid_argument") {
           throw new QueryError("bad_request", error.message);
