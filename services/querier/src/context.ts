@@ -162,15 +162,22 @@ export class QueryContext {
   }
 
   /**
-   * What an ingester call may take: the query's signal, and the time left before the
-   * deadline, if any (the HTTP client sends it on, for the ingester to stop there).
+   * What an ingester call may take: the query's signal, made when the call reads it (in
+   * `sieve all` most needles' calls are answered empty without it, and making it took 8 µs
+   * of a needle's ~180 on the main thread), and the time left before the deadline, if any
+   * (the HTTP client sends it on, for the ingester to stop there).
    */
-  callOptions(): { signal: AbortSignal; timeoutMs?: number } {
-    if (this.deadline === Number.POSITIVE_INFINITY) return { signal: this.signal };
-    return {
-      signal: this.signal,
-      timeoutMs: Math.max(1, Math.ceil(this.deadline - performance.now())),
+  callOptions(): { readonly signal: AbortSignal; timeoutMs?: number } {
+    const signal = (): AbortSignal => this.signal;
+    const options = {
+      get signal(): AbortSignal {
+        return signal();
+      },
     };
+    if (this.deadline === Number.POSITIVE_INFINITY) return options;
+    return Object.assign(options, {
+      timeoutMs: Math.max(1, Math.ceil(this.deadline - performance.now())),
+    });
   }
 
   /**

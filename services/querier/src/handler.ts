@@ -5,7 +5,7 @@
  * the HTTP layer only reads the tenant and the form, and writes the answer.
  */
 import { TEXT_ERROR_TYPE, textErrorBody } from "@sieve/kit";
-import { LogqlError } from "@sieve/logql";
+import { LogqlError, type Expr } from "@sieve/logql";
 import { OverBudget } from "./context.js";
 import { QueryError, tooLarge } from "./errors.js";
 import type { ReadReportCounts } from "./labels.js";
@@ -140,7 +140,17 @@ const optionalQuery = (form: Form): string | undefined => {
 
 type Routed = { body: unknown; stats?: QueryStats; status?: number };
 
-async function route(querier: Querier, task: QueryTask, form: Form): Promise<Routed> {
+/**
+ * What a caller read of a task before handing it to {@link handleQuery}, which then does not
+ * read it again: its form, and the form's query parsed (absent when it was not).
+ */
+export interface ReadTask {
+  readonly form: Form;
+  readonly expr?: Expr;
+}
+
+async function route(querier: Querier, task: QueryTask, read: ReadTask): Promise<Routed> {
+  const { form } = read;
   // `a|b`: the HTTP layer let a read across tenants through (multiTenantQueriesEnabled).
   if (task.tenant.includes(TENANT_SEPARATOR)) return routeMultiTenant(querier, task, form);
   const { tenant, flags } = task;
@@ -150,7 +160,7 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
       const q = parseRangeQuery(form, now);
       const explain = parseExplain(form);
       const t0 = performance.now();
-      const expr = Querier.parse(q.query);
+      const expr = read.expr ?? Querier.parse(q.query);
       if (expr.kind === "log") {
         const answer = await querier.selectLogs({
           tenant,
@@ -188,7 +198,7 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
       const q = parseInstantQuery(form, now);
       const explain = parseExplain(form);
       const t0 = performance.now();
-      const expr = Querier.parse(q.query);
+      const expr = read.expr ?? Querier.parse(q.query);
       if (expr.kind === "log") {
         // Sieve's reading of an instant log query: the `limit` lines of the hour up to
         // `time` (inclusive), in `direction`.
@@ -252,13 +262,22 @@ async function route(querier: Querier, task: QueryTask, form: Form): Promise<Rou
 }
 
 /**
- * Runs one request of the query API on `querier`: parse the form, plan, fetch, evaluate,
- * and marshal the JSON body. Every failure is an answer (see {@link answerOfError}) but
- * one: a querier with a budget ({@link Querier.withBudget}) throws {@link OverBudget}.
+ * Runs one request of the query API on `querier`: parse the form (unless `read`), plan,
+ * fetch, evaluate, and marshal the JSON body. Every failure is an answer (see
+ * {@link answerOfError}) but one: a querier with a budget ({@link Querier.withBudget})
+ * throws {@link OverBudget}.
  */
-export async function handleQuery(querier: Querier, task: QueryTask): Promise<QueryAnswer> {
+export async function handleQuery(
+  querier: Querier,
+  task: QueryTask,
+  read?: ReadTask,
+): Promise<QueryAnswer> {
   try {
-    const { body, stats, status } = await route(querier, task, new URLSearchParams(task.form));
+    const { body, stats, status } = await route(
+      querier,
+      task,
+      read ?? { form: new URLSearchParams(task.form) },
+    );
     return {
       status: status ?? 200,
       contentType: JSON_TYPE,

@@ -12,7 +12,7 @@ import type { FsObjectStore } from "@sieve/storage";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { Registry } from "prom-client";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { DEFAULT_CONFIG } from "./config.js";
 import type { QueryTask } from "./handler.js";
 import { createQuerierServer } from "./http.js";
@@ -227,5 +227,29 @@ describe("needle queries on the main thread beside a pool", () => {
     // Nor a query of several tenants, nor a route that is not a log query's.
     expect(inline.admits({ ...task, tenant: "a|b" })).toBe(false);
     expect(inline.admits({ ...task, route: "labels" })).toBe(false);
+  });
+
+  test("a needle it runs is parsed once: the handler is given what admitting it read", async () => {
+    const inline = new InlineQueries(mainQuerier(), 10_000);
+    const task: QueryTask = {
+      route: "query_range",
+      form: new URLSearchParams({ query: NEEDLE, ...range }).toString(),
+      tenant: "fake",
+      flags: [],
+      nowNs: NOW,
+    };
+    const parse = vi.spyOn(Querier, "parse");
+    try {
+      const answer = await inline.run(task);
+      expect(linesOf(answer!.body)).toHaveLength(5);
+      expect(parse.mock.calls).toEqual([[NEEDLE]]);
+      // A query that does not parse is answered here, with the parser's error.
+      parse.mockClear();
+      const bad = await inline.run({ ...task, form: "query=%7Bapp%3D" });
+      expect(bad?.status).toBe(400);
+      expect(parse).toHaveBeenCalledTimes(2);
+    } finally {
+      parse.mockRestore();
+    }
   });
 });

@@ -13,11 +13,11 @@
  * plus one of the query's synchronous steps (at most `DEADLINE_CHECK_EVERY` lines of a
  * chunk), and never by two at once: pushes keep being accepted between its steps.
  */
-import { extractBloomTests, withoutLineTests } from "@sieve/logql";
+import { extractBloomTests, withoutLineTests, type Expr } from "@sieve/logql";
 import type { ObjectStore } from "@sieve/storage";
 import type { Logger } from "pino";
 import { OverBudget } from "./context.js";
-import { handleQuery, type QueryAnswer, type QueryTask } from "./handler.js";
+import { handleQuery, type QueryAnswer, type QueryTask, type ReadTask } from "./handler.js";
 import { TENANT_SEPARATOR } from "./multi-tenant.js";
 import { Querier } from "./querier.js";
 import { readyQuerier } from "./ready.js";
@@ -69,17 +69,28 @@ export class InlineQueries {
    * chunk in range. A query that does not parse is answered here (the parser's error).
    */
   admits(task: QueryTask): boolean {
-    if (this.running || this.busy()) return false;
-    if (task.route !== "query_range" && task.route !== "query") return false;
-    if (task.tenant.includes(TENANT_SEPARATOR)) return false;
-    const query = new URLSearchParams(task.form).get("query");
-    if (query === null) return true;
+    return this.read(task) !== undefined;
+  }
+
+  /**
+   * What admitting `task` read of it, handed on to the handler, which so parses it once;
+   * undefined when it is not admitted ({@link admits}).
+   */
+  private read(task: QueryTask): ReadTask | undefined {
+    if (this.running || this.busy()) return undefined;
+    if (task.route !== "query_range" && task.route !== "query") return undefined;
+    if (task.tenant.includes(TENANT_SEPARATOR)) return undefined;
+    const form = new URLSearchParams(task.form);
+    const query = form.get("query");
+    if (query === null) return { form };
+    let expr: Expr;
     try {
-      const expr = Querier.parse(query);
-      return expr.kind === "log" && withoutLineTests(extractBloomTests(expr)).kind !== "all";
+      expr = Querier.parse(query);
     } catch {
-      return true;
+      return { form };
     }
+    const needle = expr.kind === "log" && withoutLineTests(extractBloomTests(expr)).kind !== "all";
+    return needle ? { form, expr } : undefined;
   }
 
   /**
@@ -87,11 +98,12 @@ export class InlineQueries {
    * this thread ({@link admits}) or gave up past the budget: the caller runs it elsewhere.
    */
   async run(task: QueryTask): Promise<QueryAnswer | undefined> {
-    if (!this.admits(task)) return undefined;
+    const read = this.read(task);
+    if (read === undefined) return undefined;
     this.running = true;
     const metrics = this.querier.metrics;
     try {
-      const answer = await handleQuery(this.querier, task);
+      const answer = await handleQuery(this.querier, task, read);
       metrics?.inlineQueries.inc({ outcome: "answered" });
       return answer;
     } catch (error) {
