@@ -96,6 +96,14 @@ async function askCounted(
 }
 
 const NEEDLE = '{service="api"} | trace_id="tr-3-7"';
+/** {@link NEEDLE} as the HTTP layer hands it over. */
+const NEEDLE_TASK: QueryTask = {
+  route: "query_range",
+  form: new URLSearchParams({ query: NEEDLE, ...range }).toString(),
+  tenant: "fake",
+  flags: [],
+  nowNs: NOW,
+};
 
 beforeAll(async () => {
   ({ store, close } = await tempStore());
@@ -200,13 +208,7 @@ describe("needle queries on the main thread beside a pool", () => {
       },
     };
     const inline = new InlineQueries(mainQuerier(held), 10_000);
-    const task: QueryTask = {
-      route: "query_range",
-      form: new URLSearchParams({ query: NEEDLE, ...range }).toString(),
-      tenant: "fake",
-      flags: [],
-      nowNs: NOW,
-    };
+    const task = NEEDLE_TASK;
     expect(inline.admits(task)).toBe(true);
     const first = inline.run(task);
     while (asked === 0) await new Promise((resolve) => setTimeout(resolve, 1));
@@ -231,13 +233,7 @@ describe("needle queries on the main thread beside a pool", () => {
 
   test("a needle it runs is parsed once: the handler is given what admitting it read", async () => {
     const inline = new InlineQueries(mainQuerier(), 10_000);
-    const task: QueryTask = {
-      route: "query_range",
-      form: new URLSearchParams({ query: NEEDLE, ...range }).toString(),
-      tenant: "fake",
-      flags: [],
-      nowNs: NOW,
-    };
+    const task = NEEDLE_TASK;
     const parse = vi.spyOn(Querier, "parse");
     try {
       const answer = await inline.run(task);
