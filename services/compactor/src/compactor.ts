@@ -4,12 +4,6 @@
  * compaction, retention and garbage collection (run.ts), then the plugged-in jobs (delete
  * request processing). A compactor without the lock waits, trying again every
  * `lockRetryMs`, and takes over once the holder's lease lapses.
- *
- * As Loki's (`runCompactions`), the first run starts one interval after `start()`: a
- * compactor that stopped elsewhere has that long to finish, and a process's start, where
- * its queries are coldest (they leave the main thread while a run works: the querier's
- * inline.ts), is not also where its heaviest background work runs. A compactor that takes
- * the lock after waiting for it longer than that runs at once.
  */
 import { hostname } from "node:os";
 import type { ObjectStore } from "@sieve/storage";
@@ -169,7 +163,7 @@ export class Compactor {
 
   private async loop(): Promise<void> {
     const { compactionIntervalMs, lockRetryMs } = this.deps.config;
-    let nextRun = performance.now() + compactionIntervalMs;
+    let nextRun = 0;
     while (!this.stopping) {
       if (!this.lock.held) {
         let held = false;
@@ -184,6 +178,7 @@ export class Compactor {
           continue;
         }
         this.deps.logger.info({ owner: this.instanceId }, "compactor lock taken");
+        nextRun = 0;
       }
       const now = performance.now();
       if (now >= nextRun) {

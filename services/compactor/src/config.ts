@@ -83,8 +83,7 @@ const SCHEMA = defineSchema({
   shownDefaults: { instanceId: "`<host>-<pid>`" },
   docs: {
     instanceId: "who holds the lock (in the lock object and logs); two compactors must differ",
-    compactionIntervalMs:
-      "time between the starts of two runs (`compaction_interval`); the first starts one interval after the compactor does, as Loki's",
+    compactionIntervalMs: "time between the starts of two runs (`compaction_interval`)",
     lockTtlMs:
       "the lock expires this long after its last renewal: a dead compactor is replaced after at most this",
     lockRetryMs: "how often a compactor without the lock tries to take it",
