@@ -50,7 +50,7 @@ beforeAll(async () => {
     args: ["--data-dir", dir],
     env: {
       SIEVE_DISTRIBUTOR_LIMITS_MAX_LINE_BYTES: String(MAX_LINE_BYTES),
-      // The first run starts one interval after the compactor does (as Loki's).
+      // A run at the start and every 300 ms: the scrape below waits for one to have ended.
       SIEVE_COMPACTOR_COMPACTION_INTERVAL_MS: "300",
     },
   });
