@@ -81,7 +81,7 @@ export async function warmQuerier(
   let sample: Sample | undefined;
   const chunks: IndexedChunk[] = [];
   for (const tenant of tenants) {
-    for (const key of await listedSegments(parts, tenant, from, nowNs + DAY_NS, () => signal)) {
+    for (const key of await listedSegments(parts, tenant, from, nowNs + DAY_NS, { signal })) {
       signal?.throwIfAborted();
       const segment = await cachedSegment(parts, tenant, key);
       if (segment === undefined) continue;
